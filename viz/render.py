@@ -36,3 +36,11 @@ def model_header(info: dict[str, str]) -> str:
         "and how an agent loop runs tools</span></div>"
         f'<div class="rl-facts" aria-label="loaded model">{facts}</div></div>'
     )
+
+
+def token_html(display: str) -> str:
+    """A token's display string as HTML: escaped, with ␠ drawn by CSS (few fonts carry U+2420).
+
+    The character stays in the text (copy, search and tests see "␠Paris"); only its look is CSS.
+    """
+    return esc(display).replace("␠", '<span class="vs">␠</span>')
