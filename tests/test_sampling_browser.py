@@ -178,3 +178,20 @@ def wait_tokens_or_end(page, n: int) -> None:
         f"""() => {{ const c = document.querySelector('#continuation .continuation');
             return c && (c.dataset.tokens === '{n}' || document.querySelector('#continuation .cend')); }}"""
     )
+
+
+def test_your_own_numbers_show_the_lecture_example(page):
+    page.get_by_text("Your own numbers").first.click()
+    page.get_by_role("button", name="Show my numbers").click()
+    chart = page.locator("#own-numbers-chart")
+    expect(chart.locator(".tok-row")).to_have_count(5)
+    move_slider(page, "Top-k", "ArrowRight", 2)
+    expect(chart.locator(".tok-row").nth(0).locator(".bar-cell.final")).to_contain_text("57.14%")
+    expect(chart.locator(".tok-row").nth(1).locator(".bar-cell.final")).to_contain_text("42.86%")
+
+
+def test_bad_own_numbers_get_a_message(page):
+    page.get_by_text("Your own numbers").first.click()
+    page.get_by_label("Your own numbers").fill("0.5, banana")
+    page.get_by_role("button", name="Show my numbers").click()
+    expect(page.locator("#sampling-message")).to_contain_text("'banana' is not a number")

@@ -164,10 +164,57 @@ def build(lm) -> None:
                     n_runs = gr.Number(value=10, precision=0, minimum=1, maximum=enforcing.MAX_RUNS, label="N runs")
                     ask_btn = gr.Button("Run asking vs enforcing", elem_id="btn-asking")
                 asking = gr.HTML("", elem_id="asking-vs-enforcing")
+    with gr.Accordion("Your own numbers", open=False):
+        gr.Markdown(
+            "Type logits or probabilities, e.g. the lecture's `0.4, 0.3, 0.25, 0.03, 0.02`, and see every "
+            "stage exactly as for the model, under the same sliders. Probabilities that do not sum to 1 "
+            "are normalised. Tokens are named #1, #2, … in the order typed."
+        )
+        with gr.Row():
+            own_text = gr.Textbox(value="0.4, 0.3, 0.25, 0.03, 0.02", label="Your own numbers", scale=4)
+            own_kind = gr.Radio(["Probabilities", "Logits"], value="Probabilities", label="They are", scale=2)
+            own_btn = gr.Button("Show my numbers", scale=1, elem_id="btn-own")
+        with gr.Row(equal_height=False):
+            own_chart = gr.HTML("", elem_id="own-numbers-chart")
+            own_readout = gr.HTML("", elem_id="own-numbers-readout")
+    own_state = gr.State(None)
     pick = gr.Textbox(elem_id="token-pick", elem_classes="rl-offscreen", label="picked token", container=False)
 
     sliders = [temperature, top_k, top_p, min_p, n_bars, axis]
     shown = [chart, readout, creadout]
+
+    def own_views(logits, u, t, k, p, m, n, ax):
+        """(chart, readout) for the typed numbers under the current sliders and the session's u."""
+        if logits is None:
+            return "", ""
+        n, log_axis = _view_options(n, ax)
+        config = _settings(t, k, p, m)
+        trace = sampling.trace(logits, config, u=u)
+        names = [f"#{i + 1}" for i in range(len(logits))]
+        top = topn.top_n(trace, min(n, len(logits)))
+        return (
+            charts.distribution_chart(top, names, masked=False, top_p=config.top_p, log_axis=log_axis,
+                                      greedy=trace.greedy, chart_id="own-numbers-chart"),
+            charts.readout(trace, names) + charts.cumulative_curve(top, None if trace.greedy else trace.u),
+        )
+
+    def on_own(text, kind_, c, *ctl):
+        try:
+            if not isinstance(text, str) or len(text) > 20_000:
+                raise ValueError("type at most 20,000 characters of numbers")
+            logits = sampling.parse_numbers(text, "probs" if kind_ == "Probabilities" else "logits")
+            chart_, read_ = own_views(logits, c.u, *ctl)
+        except ValueError as exc:
+            return gr.skip(), gr.skip(), gr.skip(), charts.message(f"Your own numbers: {exc}", "error")
+        return logits, chart_, read_, charts.message("")
+
+    def redraw_all(c, own, *ctl):
+        """A slider moved: the model's chart and, if typed, the own-numbers chart. Never runs the model."""
+        out = redraw(c, *ctl)
+        try:
+            return (*out, *own_views(own, c.u, *ctl))
+        except ValueError:
+            return (*out, gr.skip(), gr.skip())
 
     def redraw(c, t, k, p, m, n, ax):
         try:
@@ -288,7 +335,10 @@ def build(lm) -> None:
 
     hidden = dict(show_progress="hidden")
     for s in sliders:
-        s.change(redraw, [state, *sliders], [*shown, msg], trigger_mode="always_last", **hidden)
+        s.change(redraw_all, [state, own_state, *sliders], [*shown, msg, own_chart, own_readout],
+                 trigger_mode="always_last", **hidden)
+    own_btn.click(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg])
+    own_text.submit(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg])
     run.click(on_run, [prompt, mode, state, seed, *sliders], outs)
     prompt.submit(on_run, [prompt, mode, state, seed, *sliders], outs)
     mode.change(on_run, [prompt, mode, state, seed, *sliders], outs)
