@@ -1,0 +1,295 @@
+"""LLM backends: the `LLM(context)` of the loop's line 3, behind one protocol.
+
+    complete(prompt, settings, on_token=None) -> BackendReply(text, tool_calls, usage, …)
+
+What it knows: three ways to answer one model call —
+  ScriptedBackend  replays recorded replies (assets/runs/*.json, see agent.recording), so a
+                   lecture demo is identical every time. Reply i answers the call that already
+                   holds i assistant turns, so stepping back and forth replays the same reply.
+  LocalBackend     the bundled model (agent.model): the prompt rendered through its chat
+                   template, then token by token by agent.generation (agent.sampling, optionally
+                   masked by a grammar from agent.constraints), streamed through on_token; it
+                   stops at EOS / <|im_end|>, a stop sequence, max_new_tokens or a time limit.
+  OpenAIBackend    an OpenAI-compatible server (Ollama, vLLM, llama.cpp's server): POST
+                   {base_url}/v1/chat/completions with messages + native `tools`, stdlib urllib
+                   only; the server's token usage is kept. A refused connection, a timeout, an
+                   HTTP error or a malformed reply raises BackendError, which the loop turns into
+                   the stop reason "backend error".
+A reply with tool_calls None is text that the loop parses (agent.template.parse_reply); a reply
+with a tuple of tool_calls came structured from an API.
+
+What it does not know: the loop, validation, or how tools run.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Protocol
+
+from agent.budget import Usage
+from agent.messages import AssistantMessage, ToolCall
+from agent.template import Fmt, Prompt, render_prompt, stop_sequences, wire_messages
+
+OnToken = Callable[[str], None]
+END_OF_TURN = "<|im_end|>"
+
+
+class BackendError(Exception):
+    """The backend could not answer (unreachable, timed out, HTTP error, malformed reply)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run can be tuned by; the loop, the budget and the backends read it."""
+
+    max_steps: int = 8  # the lecture's MAX_STEPS: model calls per run
+    max_new_tokens: int = 256  # per reply; also the tokens reserved for the reply in the budget
+    context_budget: int | None = None  # None: the backend's context window
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int = 0
+    constrained: bool = False  # LocalBackend: mask tokens by a tool-call grammar
+    timeout_s: float = 60.0  # wall-clock limit of one model call
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict) -> Settings:
+        known = {f.name for f in fields(Settings)}
+        return Settings(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass(frozen=True)
+class BackendReply:
+    """One model call's answer: raw text, and structured tool calls when an API returned them."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] | None = None  # None: parse `text` by the output format
+    thought: str = ""
+    usage: Usage | None = None
+    finish_reason: str = "stop"  # stop | length | time | tool_calls
+
+    def to_dict(self) -> dict:
+        d: dict = {"text": self.text, "finish_reason": self.finish_reason}
+        if self.tool_calls is not None:
+            d["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.thought:
+            d["thought"] = self.thought
+        if self.usage is not None:
+            d["usage"] = asdict(self.usage)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict) -> BackendReply:
+        calls = d.get("tool_calls")
+        return BackendReply(
+            text=d.get("text", ""),
+            tool_calls=None if calls is None else tuple(ToolCall.from_dict(c) for c in calls),
+            thought=d.get("thought", ""),
+            usage=Usage(**d["usage"]) if d.get("usage") else None,
+            finish_reason=d.get("finish_reason", "stop"))
+
+
+class Backend(Protocol):
+    name: str
+    tokenizer: object | None  # for exact token counts; None → estimates
+    context_window: int | None
+
+    def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
+        ...
+
+
+def _stream_words(text: str, on_token: OnToken | None) -> None:
+    if on_token is None:
+        return
+    import re
+    for piece in re.findall(r"\s*\S+|\s+$", text):
+        on_token(piece)
+
+
+@dataclass(frozen=True)
+class ScriptedBackend:
+    """Replays recorded replies: reply i answers the model call that already holds i assistant turns."""
+
+    replies: tuple[BackendReply, ...]
+    tokenizer: object | None = None
+    context_window: int | None = None
+    name: str = "scripted"
+
+    def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
+        i = sum(isinstance(m, AssistantMessage) for m in prompt.messages)
+        if i >= len(self.replies):
+            raise BackendError(f"the script has no reply #{i + 1}: it holds {len(self.replies)}")
+        reply = self.replies[i]
+        _stream_words(reply.text, on_token)
+        return reply
+
+
+# --- the local model -----------------------------------------------------------------------------
+
+class LocalBackend:
+    """The bundled model through agent.model, token by token with agent.generation / agent.sampling."""
+
+    def __init__(self, model, name: str | None = None):
+        self.model = model
+        self.tokenizer = model.tokenizer
+        self.context_window = int(model.context_window)
+        self.name = name or f"local: {model.name}"
+
+    def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
+        import numpy as np
+
+        from agent import generation
+        from agent.sampling import SamplingConfig
+
+        config = SamplingConfig(temperature=settings.temperature, top_k=settings.top_k,
+                                top_p=settings.top_p, min_p=settings.min_p)
+        prefix, closing, grammar = self._grammar(prompt, settings)
+        ids = self.model.encode(render_prompt(self.tokenizer, prompt) + prefix)
+        stream = _Stream(stop_sequences(prompt.fmt) + (END_OF_TURN,), on_token, prefix)
+        try:
+            out = generation.generate(
+                self.model, ids, config, np.random.default_rng([settings.seed, len(ids)]),  # same prompt, same draws
+                grammar=grammar, max_new_tokens=settings.max_new_tokens, stop=stream.stops,
+                time_limit=settings.timeout_s, on_token=lambda _id, text: stream.update(text))
+        except ValueError as e:  # e.g. the context window is full, or the grammar refused a token
+            raise BackendError(f"{e.__class__.__name__}: {e}") from e
+        reason = _FINISH_REASONS.get(out.stop_reason, "stop")
+        stream.update(out.text)
+        text = stream.finish() + (closing if reason == "stop" else "")
+        return BackendReply(text, None, usage=Usage(len(ids), len(out.ids), "model"), finish_reason=reason)
+
+    @staticmethod
+    def _grammar(prompt: Prompt, settings: Settings):
+        """(forced prefix, closing text, Grammar or None). Native: the runtime writes <tool_call>
+        itself and the grammar forces the JSON call after it; react: the grammar's Thought /
+        Action {json} / Final Answer format, which parse_reply also reads."""
+        if not settings.constrained or not prompt.tools:
+            return "", "", None
+        from agent.constraints import react_format_grammar, tool_call_grammar
+
+        schemas = [t.schema() for t in prompt.tools]
+        if Fmt(prompt.fmt) == Fmt.REACT:
+            return "", "", react_format_grammar(schemas)
+        return "<tool_call>", "</tool_call>", tool_call_grammar(schemas)
+
+
+_FINISH_REASONS = {"max new tokens": "length", "time limit": "time"}  # agent.generation → OpenAI words
+
+
+class _Stream:
+    """Decoded text so far; emits new text through on_token, holding back what could still turn
+    into a stop sequence (or an unfinished UTF-8 character), and cuts at the first stop."""
+
+    def __init__(self, stops: Sequence[str], on_token: OnToken | None, prefix: str = ""):
+        self.stops, self.on_token, self.prefix = tuple(stops), on_token, prefix
+        self.text, self.sent = "", 0
+        if prefix and on_token:
+            on_token(prefix)
+
+    def update(self, decoded: str) -> bool:
+        """Take the whole decoded reply so far; True when it reached a stop sequence."""
+        cuts = [decoded.find(s) for s in self.stops if s in decoded]
+        self.text = decoded[:min(cuts)] if cuts else decoded
+        safe = len(self.text) if cuts else len(self.text) - self._held_back(self.text)
+        self._emit(safe)
+        return bool(cuts)
+
+    def _held_back(self, text: str) -> int:
+        hold = max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        return max(hold, len(text) - len(text.rstrip("\ufffd")))
+
+    def _emit(self, upto: int) -> None:
+        if upto > self.sent and self.on_token:
+            self.on_token(self.text[self.sent:upto])
+        self.sent = max(self.sent, upto)
+
+    def finish(self) -> str:
+        self._emit(len(self.text))
+        return self.prefix + self.text
+
+
+# --- an OpenAI-compatible server -----------------------------------------------------------------
+
+class OpenAIBackend:
+    """POST /v1/chat/completions on an OpenAI-compatible server; stdlib only."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None,
+                 context_window: int | None = None, tokenizer=None):
+        base = base_url.rstrip("/")
+        self.url = (base if base.endswith("/v1") else base + "/v1") + "/chat/completions"
+        self.model, self.api_key = model, api_key
+        self.context_window, self.tokenizer = context_window, tokenizer
+        self.name = f"{model} @ {base}"
+
+    def request_body(self, prompt: Prompt, settings: Settings) -> dict:
+        messages, tools = wire_messages(prompt)
+        body: dict = {"model": self.model, "messages": messages, "temperature": settings.temperature,
+                      "top_p": settings.top_p, "max_tokens": settings.max_new_tokens,
+                      "seed": settings.seed, "stream": False}
+        if tools:
+            body["tools"] = tools
+        if stop_sequences(prompt.fmt):
+            body["stop"] = list(stop_sequences(prompt.fmt))
+        return body
+
+    def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
+        raw = self._post(self.request_body(prompt, settings), settings.timeout_s)
+        reply = parse_chat_completion(raw, self.url)
+        _stream_words(reply.text, on_token)
+        return reply
+
+    def _post(self, body: dict, timeout_s: float) -> bytes:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                return response.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:300].decode("utf-8", "replace")
+            raise BackendError(f"{self.url} answered HTTP {e.code} {e.reason}: {detail}") from None
+        except TimeoutError:
+            raise BackendError(f"no reply from {self.url} within {timeout_s:g} s (timed out)") from None
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, (TimeoutError, socket.timeout)):
+                raise BackendError(f"no reply from {self.url} within {timeout_s:g} s (timed out)") from None
+            raise BackendError(f"cannot reach {self.url}: {e.reason}") from None
+        except OSError as e:  # e.g. the connection was reset mid-reply
+            raise BackendError(f"connection to {self.url} failed: {e}") from None
+
+
+def parse_chat_completion(raw: bytes, url: str = "the server") -> BackendReply:
+    """An OpenAI chat.completion body → BackendReply; anything malformed raises BackendError."""
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+        message = choice["message"]
+        calls = tuple(_wire_call(c) for c in message.get("tool_calls") or ())
+        usage = data.get("usage") or {}
+        tokens = Usage(int(usage["prompt_tokens"]), int(usage.get("completion_tokens", 0)), "server") \
+            if "prompt_tokens" in usage else None
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            raise TypeError(f"content is {type(content).__name__}, not a string")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise BackendError(f"malformed reply from {url}: {e.__class__.__name__}: {e}; "
+                           f"body starts {raw[:120]!r}") from None
+    return BackendReply(content, calls or None, thought=message.get("reasoning_content") or "",
+                        usage=tokens, finish_reason=str(choice.get("finish_reason") or "stop"))
+
+
+def _wire_call(c: dict) -> ToolCall:
+    fn = c["function"]
+    args = fn.get("arguments", "{}")
+    # Ollama may send arguments as an object; the runtime keeps the JSON string
+    return ToolCall(str(c.get("id", "")), str(fn["name"]), args if isinstance(args, str) else json.dumps(args))

@@ -1,0 +1,262 @@
+"""Prompt-ToolLoop (lecture, "The Execution Loop") as a pure state machine a UI can step through.
+
+    state = new_state("What's the weather in Berlin?", mode="act")
+    while not state.done:
+        state = step(state, backend, TOOLS)      # one phase of the pseudo-code per call
+
+What it knows: the lecture's nine lines. Each `step` executes ONE phase and returns a new frozen
+State that records the lines it just executed: line 1 (append the user input); a model call =
+lines 2–5 (the step counter, LLM(context), append, and "no tool calls → return its text"); one
+tool call = lines 6–8 (validate, check policy, execute, append its result with the call's id);
+line 9 when the step cap is reached. States are never mutated: the prompt is always rebuilt from
+system + history, so a UI keeps the list of states and goes back by index.
+
+Beyond the pseudo-code, a run also stops when finish[answer] was called (the ReAct paper's
+explicit exit), when the rendered prompt plus the reserved reply tokens would exceed the context
+budget (checked before each model call), when the reply is unparsable twice in a row (once is
+fed back to the model as an "ERROR: …" observation), or when the backend fails.
+
+What it does not know: how a model, a template or a tool works inside; Gradio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from agent.backends import Backend, BackendError, BackendReply, OnToken, Settings
+from agent.budget import Usage, count_tokens, prompt_tokens
+from agent.messages import (
+    AssistantMessage,
+    Message,
+    Origin,
+    ResultKind,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from agent.template import Fmt, Mode, ParsedReply, Prompt, parse_reply, split_thought, system_prompt
+from agent.tools import FINISH, Tool
+from agent.validation import DEFAULT_POLICY, Policy, check_policy, validate_call
+
+PSEUDO_CODE_TITLE = "Prompt-ToolLoop(user_input)"
+PSEUDO_CODE: tuple[str, ...] = (  # PSEUDO_CODE[n - 1] is line n
+    "context.append(user_input)",
+    "for step = 1 … MAX_STEPS do",
+    "    response ← LLM(context)",
+    "    context.append(response)",
+    "    if response.tool_calls = ∅ then return response.text    // a text-only turn IS the answer",
+    "    for each call ∈ response.tool_calls do",
+    '        try result ← execute(call) catch e: result ← "ERROR: " + message(e)',
+    "        context.append(tool_result(call.id, result))    // the result carries the id of its call",
+    'return "stopped: step budget exhausted"',
+)
+LINE_APPEND_USER = 1
+LINE_FOR_STEP = 2
+LINE_CALL_LLM = 3
+LINE_APPEND_RESPONSE = 4
+LINE_RETURN_TEXT = 5
+LINE_FOR_CALL = 6
+LINE_EXECUTE = 7
+LINE_APPEND_RESULT = 8
+LINE_STEP_BUDGET = 9
+
+DEFAULT_SETTINGS = Settings()
+DEFAULT_CONTEXT_WINDOW = 8192  # when neither the settings nor the backend name one
+STEP_BUDGET_TEXT = "stopped: step budget exhausted"
+
+
+class StopReason(StrEnum):
+    FINAL_ANSWER = "final answer"  # a text-only turn (line 5)
+    FINISH = "finish"  # finish[answer] was called
+    STEP_BUDGET = "step budget exhausted"  # line 9
+    CONTEXT_FULL = "context window full"
+    NO_PARSABLE_OUTPUT = "no parsable output twice in a row"
+    BACKEND_ERROR = "backend error"
+
+
+class Phase(StrEnum):
+    START = "start"  # next: line 1
+    CALL_MODEL = "call model"  # next: lines 2–5
+    EXECUTE = "execute"  # next: lines 6–8 for pending[0]
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class State:
+    """Everything the loop knows after one phase; every view of the UI is a function of it."""
+
+    history: tuple[Message, ...]
+    user_input: str
+    mode: Mode = Mode.REACT
+    fmt: Fmt = Fmt.NATIVE
+    settings: Settings = DEFAULT_SETTINGS
+    phase: Phase = Phase.START
+    step: int = 0  # the pseudo-code's step: model calls begun
+    pending: tuple[ToolCall, ...] = ()  # calls of the last response not yet executed
+    lines: tuple[int, ...] = ()  # pseudo-code lines the last phase executed, in order
+    stop_reason: StopReason | None = None
+    final_answer: str | None = None
+    usage: tuple[Usage, ...] = ()  # one per model call
+    replies: tuple[BackendReply, ...] = ()  # the backend's raw replies (what a recording keeps)
+    next_call_number: int = 1  # tool-call ids run call_1, call_2, … through the run
+    parse_failures: int = 0  # unparsable replies in a row
+    finished: str | None = None  # the answer of a finish call in the current turn
+    note: str = ""  # what the last phase did, in words
+
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    @property
+    def line(self) -> int:
+        """The pseudo-code line executed last (0 before line 1)."""
+        return self.lines[-1] if self.lines else 0
+
+
+def new_state(user_input: str, mode: Mode | str = Mode.REACT, fmt: Fmt | str = Fmt.NATIVE,
+              settings: Settings = DEFAULT_SETTINGS, system: str | None = None) -> State:
+    """The state before line 1: history = (system prompt,), the prefix c0 of the lecture."""
+    mode, fmt = Mode(mode), Fmt(fmt)
+    history = (SystemMessage(system if system is not None else system_prompt(mode, fmt)),)
+    return State(history, user_input, mode, fmt, settings, note="ready: the context holds the system prompt")
+
+
+def advertised(state: State, tools: tuple[Tool, ...]) -> tuple[Tool, ...]:
+    """The tools of this run: none in CoT mode (the open-loop case)."""
+    return () if state.mode == Mode.COT else tuple(tools)
+
+
+def build_prompt(state: State, tools: tuple[Tool, ...]) -> Prompt:
+    """What the next model call sees, rebuilt from system + history every time."""
+    fmt = Fmt.NATIVE if state.mode == Mode.COT else state.fmt
+    return Prompt(state.history, advertised(state, tools), fmt)
+
+
+def context_budget(state: State, backend: Backend) -> int:
+    return state.settings.context_budget or backend.context_window or DEFAULT_CONTEXT_WINDOW
+
+
+def step(state: State, backend: Backend, tools: tuple[Tool, ...], policy: Policy = DEFAULT_POLICY,
+         on_token: OnToken | None = None) -> State:
+    """Execute one phase of Prompt-ToolLoop and return the new state (a done state is returned as is)."""
+    if state.done:
+        return state
+    if state.phase == Phase.START:
+        return replace(state, history=state.history + (UserMessage(state.user_input),),
+                       phase=Phase.CALL_MODEL, lines=(LINE_APPEND_USER,), note="appended the user input")
+    if state.phase == Phase.EXECUTE:
+        return _execute_next(state, advertised(state, tools), policy)
+    return _call_model(state, backend, tools, on_token)
+
+
+def run(state: State, backend: Backend, tools: tuple[Tool, ...], max_phases: int = 200,
+        policy: Policy = DEFAULT_POLICY, on_token: OnToken | None = None) -> tuple[State, ...]:
+    """Step until the run stops or max_phases phases ran; every state, the given one first."""
+    states = [state]
+    while not states[-1].done and len(states) <= max_phases:
+        states.append(step(states[-1], backend, tools, policy, on_token))
+    return tuple(states)
+
+
+def _stop(state: State, reason: StopReason, answer: str, lines: tuple[int, ...], **changes) -> State:
+    return replace(state, phase=Phase.DONE, stop_reason=reason, final_answer=answer, lines=lines,
+                   pending=(), note=changes.pop("note", f"stopped: {reason}"), **changes)
+
+
+def _call_model(state: State, backend: Backend, tools: tuple[Tool, ...], on_token: OnToken | None) -> State:
+    """Lines 2–5: count the step, check the budget, call the model, append, check for calls."""
+    if state.step >= state.settings.max_steps:
+        return _stop(state, StopReason.STEP_BUDGET, STEP_BUDGET_TEXT, (LINE_FOR_STEP, LINE_STEP_BUDGET))
+    prompt = build_prompt(state, tools)
+    budget, reserve = context_budget(state, backend), state.settings.max_new_tokens
+    used = prompt_tokens(prompt, backend.tokenizer)
+    if used + reserve > budget:
+        text = f"stopped: context window full ({used} prompt + {reserve} reserved > {budget} tokens)"
+        return _stop(state, StopReason.CONTEXT_FULL, text, (LINE_FOR_STEP, LINE_CALL_LLM), note=text)
+    state = replace(state, step=state.step + 1)
+    try:
+        reply = backend.complete(prompt, state.settings, on_token)
+    except BackendError as e:
+        return _stop(state, StopReason.BACKEND_ERROR, f"stopped: backend error: {e}",
+                     (LINE_FOR_STEP, LINE_CALL_LLM), note=f"backend error: {e}")
+    usage = _usage(reply, used, backend)
+    parsed = interpret(reply, state, prompt.tools)
+    return _append_response(replace(state, usage=state.usage + (usage,), replies=state.replies + (reply,)),
+                            reply, parsed)
+
+
+def _usage(reply: BackendReply, counted: int, backend: Backend) -> Usage:
+    """The server's or the model's own count when it has one, else ours."""
+    if reply.usage is not None and reply.usage.source in ("server", "model"):
+        return reply.usage
+    source = "tokenizer" if backend.tokenizer is not None else "estimate"
+    return Usage(counted, count_tokens(reply.text, backend.tokenizer), source)
+
+
+def interpret(reply: BackendReply, state: State, tools: tuple[Tool, ...]) -> ParsedReply:
+    """A reply → message fields. Text is parsed by the output format; structured calls are taken
+    as they are. Either way the runtime numbers the calls call_1, call_2, … through the run."""
+    n = state.next_call_number
+    if reply.tool_calls is None:
+        fmt = Fmt.NATIVE if state.mode == Mode.COT else state.fmt
+        return parse_reply(reply.text, fmt, tools, n)
+    thought, text = split_thought(reply.text)
+    calls = tuple(replace(c, id=f"call_{n + i}") for i, c in enumerate(reply.tool_calls))
+    if not calls and not text:
+        return ParsedReply(thought=reply.thought or thought, error="the reply is empty")
+    return ParsedReply(reply.thought or thought, text, calls)
+
+
+def _append_response(state: State, reply: BackendReply, parsed: ParsedReply) -> State:
+    """Line 4 (append), line 5 (no tool calls → return its text); a parse failure is fed back once."""
+    lines = (LINE_FOR_STEP, LINE_CALL_LLM, LINE_APPEND_RESPONSE, LINE_RETURN_TEXT)
+    if parsed.error:
+        message = AssistantMessage(text=reply.text, thought=parsed.thought)
+        state = replace(state, history=state.history + (message,), parse_failures=state.parse_failures + 1)
+        if state.parse_failures >= 2:
+            return _stop(state, StopReason.NO_PARSABLE_OUTPUT, f"stopped: {StopReason.NO_PARSABLE_OUTPUT}",
+                         lines, note=f"unparsable again: {parsed.error}")
+        feedback = UserMessage(f"ERROR: could not parse your reply: {parsed.error}", Origin.RUNTIME)
+        return replace(state, history=state.history + (feedback,), lines=lines,
+                       note=f"unparsable reply, fed back: {parsed.error}")
+    message = AssistantMessage(parsed.text, parsed.thought, parsed.tool_calls)
+    state = replace(state, history=state.history + (message,), parse_failures=0,
+                    next_call_number=state.next_call_number + len(parsed.tool_calls))
+    if not parsed.tool_calls:
+        return _stop(state, StopReason.FINAL_ANSWER, parsed.text, lines, note="a text-only turn: the answer")
+    names = ", ".join(c.name for c in parsed.tool_calls)
+    return replace(state, phase=Phase.EXECUTE, pending=parsed.tool_calls, lines=lines,
+                   note=f"the model requested {len(parsed.tool_calls)} tool call(s): {names}")
+
+
+def execute(call: ToolCall, tools: tuple[Tool, ...], policy: Policy = DEFAULT_POLICY) -> tuple[ResultKind, str]:
+    """Line 7: the three checks, then policy, then the tool; every failure becomes a result."""
+    verdict = validate_call(call, tools)
+    if not verdict.ok:
+        return ResultKind.VALIDATION_ERROR, verdict.message
+    refusal = check_policy(call.name, verdict.arguments, policy)
+    if refusal:
+        return ResultKind.POLICY_REFUSAL, refusal
+    try:
+        return ResultKind.OK, str(verdict.tool.function(**verdict.arguments))
+    except Exception as e:  # the lecture's catch e: any tool failure is an observation, not a crash
+        return ResultKind.TOOL_ERROR, "ERROR: " + (str(e) or e.__class__.__name__)
+
+
+def _execute_next(state: State, tools: tuple[Tool, ...], policy: Policy) -> State:
+    """Lines 6–8 for the next pending call; after the turn's last call, back to line 2 (or stop
+    when finish[answer] was called in this turn)."""
+    call, rest = state.pending[0], state.pending[1:]
+    kind, content = execute(call, tools, policy)
+    result = ToolResultMessage(call.id, content, kind)
+    finished = content if call.name == FINISH and kind == ResultKind.OK else state.finished
+    lines = (LINE_FOR_CALL, LINE_EXECUTE, LINE_APPEND_RESULT)
+    state = replace(state, history=state.history + (result,), pending=rest, finished=finished,
+                    note=f"{call.name} ({call.id}) → {kind}")
+    if rest:
+        return replace(state, lines=lines)
+    if finished is not None:
+        return _stop(state, StopReason.FINISH, finished, lines, note="finish[answer] ends the run")
+    return replace(state, phase=Phase.CALL_MODEL, lines=lines)

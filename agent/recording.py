@@ -1,0 +1,130 @@
+"""Recorded runs: a run saved as JSON, and loaded back as a ScriptedBackend that replays it.
+
+The JSON format (one file per run in assets/runs/, UTF-8):
+
+    {
+      "format": "react-lab-run/1",
+      "title": "The lecture's Berlin weather trace",       # shown in a run picker
+      "description": "…",
+      "user_input": "What's the weather in Berlin?",
+      "mode": "react" | "act" | "cot",
+      "fmt": "native" | "react",
+      "settings": {"max_steps": 8, "max_new_tokens": 256, …},   # agent.backends.Settings
+      "tools": ["get_weather", …],                          # names of the advertised tools
+      "replies": [                                          # one per model call, in order
+        {"text": "…raw reply text…",
+         "tool_calls": [{"id": "…", "type": "function",     # present: structured calls from an
+                         "function": {"name": "…", "arguments": "{…JSON string…}"}}],   # API;
+                                                            # absent: `text` is parsed by `fmt`
+         "thought": "…", "finish_reason": "stop", "usage": {…}}      # optional
+      ],
+      "history": [ OpenAI chat messages, with extras: "thought" on assistant turns,
+                   "kind" (ok | validation_error | policy_refusal | tool_error) on tool turns,
+                   "origin": "runtime" on the runtime's feedback turns ],
+      "stop_reason": "final answer", "final_answer": "…",
+      "usage": [{"prompt_tokens": …, "completion_tokens": …, "source": "…"}]   # informational
+    }
+
+Replaying feeds `replies` to the same loop, which re-derives `history`; the recorded history is
+what the replay must reproduce (the tests check it for every shipped run).
+
+What it does not know: the UI; how the replies were produced.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agent import loop
+from agent.backends import BackendReply, ScriptedBackend, Settings
+from agent.budget import Usage
+from agent.loop import State, StopReason, new_state
+from agent.messages import Message, history_from_dicts, history_to_dicts
+from agent.template import Fmt, Mode
+from agent.tools import TOOLS, Tool
+from agent.validation import DEFAULT_POLICY, Policy
+
+FORMAT = "react-lab-run/1"
+RUNS_DIR = Path(__file__).resolve().parent.parent / "assets" / "runs"
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    title: str
+    description: str
+    user_input: str
+    mode: Mode
+    fmt: Fmt
+    settings: Settings
+    tools: tuple[str, ...]
+    replies: tuple[BackendReply, ...]
+    history: tuple[Message, ...]
+    stop_reason: StopReason | None
+    final_answer: str | None
+    usage: tuple[Usage, ...] = ()
+
+
+def record_run(state: State, tools: tuple[Tool, ...], title: str = "", description: str = "") -> dict:
+    """The final (or any) state of a run → the JSON-ready dict of the format above."""
+    return {
+        "format": FORMAT, "title": title, "description": description,
+        "user_input": state.user_input, "mode": str(state.mode), "fmt": str(state.fmt),
+        "settings": state.settings.to_dict(), "tools": [t.name for t in tools],
+        "replies": [r.to_dict() for r in state.replies],
+        "history": history_to_dicts(state.history, extras=True),
+        "stop_reason": None if state.stop_reason is None else str(state.stop_reason),
+        "final_answer": state.final_answer,
+        "usage": [asdict(u) for u in state.usage],
+    }
+
+
+def save_run(run_dict: dict, path: Path | str) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(run_dict, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def run_from_dict(d: dict) -> RecordedRun:
+    if d.get("format") != FORMAT:
+        raise ValueError(f"not a recorded run of format {FORMAT!r}: {d.get('format')!r}")
+    return RecordedRun(
+        title=d.get("title", ""), description=d.get("description", ""), user_input=d["user_input"],
+        mode=Mode(d["mode"]), fmt=Fmt(d["fmt"]), settings=Settings.from_dict(d.get("settings", {})),
+        tools=tuple(d.get("tools", ())), replies=tuple(BackendReply.from_dict(r) for r in d["replies"]),
+        history=history_from_dicts(d.get("history", ())),
+        stop_reason=StopReason(d["stop_reason"]) if d.get("stop_reason") else None,
+        final_answer=d.get("final_answer"), usage=tuple(Usage(**u) for u in d.get("usage", ())))
+
+
+def load_run(path: Path | str) -> RecordedRun:
+    return run_from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def shipped_runs(folder: Path = RUNS_DIR) -> dict[str, Path]:
+    """The recorded runs in assets/runs, by file stem."""
+    return {p.stem: p for p in sorted(folder.glob("*.json"))}
+
+
+def tools_of(run: RecordedRun, tools: tuple[Tool, ...] = TOOLS) -> tuple[Tool, ...]:
+    """The recorded tool names resolved against a tool set, in the recorded order."""
+    by_name = {t.name: t for t in tools}
+    missing = [n for n in run.tools if n not in by_name]
+    if missing:
+        raise ValueError(f"the run needs tools that are not available: {', '.join(missing)}")
+    return tuple(by_name[n] for n in run.tools)
+
+
+def replay_start(run: RecordedRun, tokenizer=None, context_window: int | None = None
+                 ) -> tuple[State, ScriptedBackend]:
+    """The state before line 1 and the backend that replays the recording."""
+    backend = ScriptedBackend(run.replies, tokenizer=tokenizer, context_window=context_window)
+    return new_state(run.user_input, run.mode, run.fmt, run.settings), backend
+
+
+def replay(run: RecordedRun, tools: tuple[Tool, ...] = TOOLS, tokenizer=None,
+           policy: Policy = DEFAULT_POLICY) -> tuple[State, ...]:
+    """Every state of the replayed run (the policy is not recorded: the default applies)."""
+    state, backend = replay_start(run, tokenizer)
+    return loop.run(state, backend, tools_of(run, tools), policy=policy)

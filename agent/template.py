@@ -1,0 +1,424 @@
+"""Messages + tool schemas → the exact string the model continues; the model's reply → message fields.
+
+What it knows (lecture, "System Prompt, Chat Template & Statelessness"): a call is stateless, so
+the whole prompt — the system prompt, the advertised tools, every turn of `history` — is rendered
+again for every call, through the model's own chat template (`tokenizer.apply_chat_template`).
+Where the template has no tool support (SmolLM2's ChatML renders only role + content), tools are
+written the Qwen/Hermes way: the schemas between <tools></tools> in the system message, each call
+as <tool_call>{"name": …, "arguments": {…}}</tool_call> in the assistant turn, results as "tool"
+turns. Two output formats share the loop:
+  native — that <tool_call> JSON (a leading "Thought: …" line is the ReAct thought);
+  react  — Yao et al.'s text: "Thought: …" / "Action: tool[argument]" / "Observation: …", with
+           finish[answer] as the explicit exit and "\\nObservation:" as the stop sequence.
+Observations of the react format go back as user turns ("Observation: …"), since the text
+format has no tool role. `render` also returns spans: which characters of the string came from
+which message and which category (system, tools, user, thought, tool_call, assistant_text,
+tool_result; the rest is template overhead) — agent.budget counts tokens by them.
+
+What it does not know: tokens, the model's weights, how a tool runs, or the loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from agent.messages import AssistantMessage, Message, Origin, SystemMessage, ToolCall, ToolResultMessage, UserMessage
+from agent.tools import TOOLS, Tool, tool_named  # noqa: F401 (TOOLS: doctest)
+
+
+class Mode(StrEnum):
+    REACT = "react"  # a thought before each action
+    ACT = "act"  # actions without thoughts: the lecture's Act baseline
+    COT = "cot"  # no tools advertised: open loop, parametric memory only
+
+
+class Fmt(StrEnum):
+    NATIVE = "native"  # <tool_call>{json}</tool_call>
+    REACT = "react"  # Thought: / Action: tool[args] / Observation:
+
+
+CATEGORIES = ("system", "tools", "user", "thought", "tool_call", "assistant_text", "tool_result",
+              "template")
+GENERATION_PROMPT = "generation prompt"
+
+SYSTEM_PROMPTS = {
+    (Mode.REACT, Fmt.NATIVE): (
+        'You are a helpful assistant. Work step by step. Before each tool call, write one line that '
+        'starts with "Thought:" and says what you need and why. When you know the answer, write it '
+        'as plain text without a tool call.'),
+    (Mode.ACT, Fmt.NATIVE): (
+        "You are a helpful assistant. Call a tool when you need information. When you know the "
+        "answer, write it as plain text without a tool call. Do not explain your reasoning."),
+    (Mode.REACT, Fmt.REACT): (
+        "Solve the task with interleaved Thought, Action and Observation steps. Thought reasons "
+        "about what to do next. Action calls one tool as tool[argument]; its result comes back as "
+        "Observation. Write one Thought and one Action, then stop. To give the final answer, write "
+        "Action: finish[answer]."),
+    (Mode.ACT, Fmt.REACT): (
+        "Solve the task with Action and Observation steps. Action calls one tool as "
+        "tool[argument]; its result comes back as Observation. Write one Action line, then stop. "
+        "To give the final answer, write Action: finish[answer]. Do not explain your reasoning."),
+}
+COT_PROMPT = ('You are a helpful assistant. Think step by step: start with "Thought:" and write '
+              'your reasoning, then give the final answer on a new line that starts with "Answer:".')
+
+
+def system_prompt(mode: Mode | str, fmt: Fmt | str) -> str:
+    """The standing instructions for a mode and output format (CoT ignores the format)."""
+    return COT_PROMPT if Mode(mode) == Mode.COT else SYSTEM_PROMPTS[(Mode(mode), Fmt(fmt))]
+
+
+def stop_sequences(fmt: Fmt | str) -> tuple[str, ...]:
+    """Turn boundaries besides end-of-turn: ReAct stops before it would invent the Observation."""
+    return ("\nObservation:",) if Fmt(fmt) == Fmt.REACT else ()
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What one model call sees: system + history, the advertised tools, the output format."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[Tool, ...] = ()
+    fmt: Fmt = Fmt.NATIVE
+
+
+@dataclass(frozen=True)
+class Span:
+    """Characters [start, end) of the rendered string; `message` indexes prompt.messages
+    (len(messages) for the generation prompt that opens the reply)."""
+
+    start: int
+    end: int
+    category: str
+    message: int
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    spans: tuple[Span, ...]
+
+
+@dataclass(frozen=True)
+class _Piece:
+    text: str
+    category: str
+
+
+# --- writing tools and calls as text -------------------------------------------------------------
+
+def tools_block(tools: tuple[Tool, ...], fmt: Fmt | str) -> str:
+    """The tool descriptions added to the system message (empty when no tool is advertised)."""
+    if not tools:
+        return ""
+    if Fmt(fmt) == Fmt.REACT:
+        return "\n\nTools:\n" + "\n".join(_react_tool_line(t) for t in tools)
+    schemas = "\n".join(json.dumps(t.schema(), ensure_ascii=False) for t in tools)
+    return ('\n\nTo call a tool, write <tool_call>{"name": <tool-name>, "arguments": '
+            f"<args-json-object>}}</tool_call>. The tools:\n<tools>\n{schemas}\n</tools>")
+
+
+def _react_tool_line(tool: Tool) -> str:
+    param = tool.single_parameter
+    line = f"- {tool.name}[{param or 'json'}]: {tool.description}"
+    if param is None or len(tool.parameters.get("properties", {})) > 1:
+        keys = ", ".join(f'"{k}": …' for k in tool.parameters.get("properties", {}))
+        line += f" (or {tool.name}[{{{keys}}}])"
+    return line
+
+
+def call_text(call: ToolCall, fmt: Fmt | str, tools: tuple[Tool, ...] = ()) -> str:
+    """One call as the model writes it: <tool_call>{…}</tool_call>, or Action: tool[argument]
+    (the bare argument when it fills the tool's one required parameter, else the JSON object).
+
+    >>> call_text(ToolCall("call_1", "search", '{"query": "Italo Calvino"}'), "react", TOOLS)
+    'Action: search[Italo Calvino]'
+    """
+    if Fmt(fmt) == Fmt.REACT:
+        args, tool = _loads_or_raw(call.arguments), tool_named(tools, call.name)
+        param = tool.single_parameter if tool else None
+        if isinstance(args, dict) and list(args) == [param] and isinstance(args[param], str):
+            return f"Action: {call.name}[{args[param]}]"
+        return f"Action: {call.name}[{call.arguments}]"
+    arguments = call.arguments if call.arguments.strip() else "{}"
+    return f'<tool_call>{{"name": {json.dumps(call.name)}, "arguments": {arguments}}}</tool_call>'
+
+
+def _assistant_pieces(m: AssistantMessage, fmt: Fmt, with_calls: bool, tools: tuple[Tool, ...]) -> list[_Piece]:
+    parts = [("Thought: " + m.thought, "thought")] if m.thought else []
+    parts += [(m.text, "assistant_text")] if m.text else []
+    parts += [(call_text(c, fmt, tools), "tool_call") for c in m.tool_calls] if with_calls else []
+    # the newline between two parts is charged to the part it introduces
+    return [_Piece(("\n" if i else "") + t, c) for i, (t, c) in enumerate(parts)]
+
+
+def _turn(m: Message, fmt: Fmt, native: bool, tools: tuple[Tool, ...]) -> tuple[dict, list[_Piece]]:
+    """One message → (its dict for the chat template, the pieces its content is made of)."""
+    if isinstance(m, SystemMessage):
+        return {"role": "system", "content": m.content}, [_Piece(m.content, "system")]
+    if isinstance(m, UserMessage):
+        category = "tool_result" if m.origin == Origin.RUNTIME else "user"
+        return {"role": "user", "content": m.content}, [_Piece(m.content, category)]
+    if isinstance(m, ToolResultMessage):
+        if fmt == Fmt.REACT:
+            return _content("user", [_Piece("Observation: " + m.content, "tool_result")])
+        d, pieces = _content("tool", [_Piece(m.content, "tool_result")])
+        return {**d, "tool_call_id": m.tool_call_id}, pieces
+    pieces = _assistant_pieces(m, fmt, not native, tools)
+    d, _ = _content("assistant", pieces)
+    if native and m.tool_calls:  # the template writes the calls; find them by their JSON
+        d["tool_calls"] = [{"id": c.id, "type": "function",
+                            "function": {"name": c.name, "arguments": _loads_or_raw(c.arguments)}}
+                           for c in m.tool_calls]
+        pieces = pieces + [_Piece(json.dumps({"name": c.name, "arguments": _loads_or_raw(c.arguments)},
+                                             ensure_ascii=False), "tool_call") for c in m.tool_calls]
+    return d, pieces
+
+
+def _content(role: str, pieces: list[_Piece]) -> tuple[dict, list[_Piece]]:
+    return {"role": role, "content": "".join(p.text for p in pieces)}, pieces
+
+
+def _loads_or_raw(arguments: str) -> object:
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+
+
+def _turns(prompt: Prompt, native: bool) -> list[tuple[dict, list[_Piece]]]:
+    """Every message as a chat-template turn; the tools go into the system turn unless `native`
+    (the template has its own tool support and receives them through tools=)."""
+    turns = [_turn(m, Fmt(prompt.fmt), native, prompt.tools) for m in prompt.messages]
+    block = "" if native else tools_block(prompt.tools, prompt.fmt)
+    if native:
+        schemas = [_Piece(json.dumps(t.schema(), ensure_ascii=False), "tools") for t in prompt.tools]
+        if turns and turns[0][0]["role"] == "system":
+            turns[0] = (turns[0][0], turns[0][1] + schemas)
+    elif block and turns and turns[0][0]["role"] == "system":
+        d, pieces = turns[0]
+        turns[0] = ({**d, "content": d["content"] + block}, pieces + [_Piece(block, "tools")])
+    elif block:
+        turns.insert(0, ({"role": "system", "content": block.lstrip()}, [_Piece(block.lstrip(), "tools")]))
+    return turns
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+def supports_tools(tokenizer) -> bool:
+    """Whether the model's chat template renders tools itself (Qwen's does, SmolLM2's does not)."""
+    template = getattr(tokenizer, "chat_template", None) or ""
+    return isinstance(template, str) and "tools" in template
+
+
+def render_chatml(messages: list[dict], add_generation_prompt: bool = True) -> str:
+    """The lecture's ChatML, for when no tokenizer is at hand (a scripted or remote backend)."""
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content'] or ''}<|im_end|>\n" for m in messages)
+    return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+
+def _apply(tokenizer, messages: list[dict], tools: list[dict] | None, generation: bool) -> str:
+    if tokenizer is None:
+        return render_chatml(messages, generation)
+    extra = {"tools": tools} if tools else {}
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation, **extra)
+
+
+def render(prompt: Prompt, tokenizer=None) -> Rendered:
+    """The exact prompt string and its spans. tokenizer=None renders ChatML directly."""
+    native = (tokenizer is not None and supports_tools(tokenizer) and Fmt(prompt.fmt) == Fmt.NATIVE
+              and bool(prompt.tools))
+    turns = _turns(prompt, native)
+    messages = [d for d, _ in turns]
+    tools = [t.schema() for t in prompt.tools] if native else None
+    text = _apply(tokenizer, messages, tools, True)
+    bounds = _message_bounds(tokenizer, messages, tools, text)
+    offset = len(turns) - len(prompt.messages)  # 1 when a tools-only system turn was inserted
+    spans: list[Span] = []
+    cursor = 0
+    for k, (_, pieces) in enumerate(turns):
+        message = max(k - offset, 0)
+        end = bounds[k + 1] if bounds else len(text)
+        found, stop = _locate(text, cursor, end, pieces, message)
+        spans += found
+        if bounds:  # the rest of the turn (end-of-turn marker) is its overhead
+            spans.append(Span(stop, end, "template", message))
+        cursor = end if bounds else stop
+    spans.append(Span(cursor, len(text), "template", len(prompt.messages)))
+    return Rendered(text, tuple(s for s in spans if s.end > s.start))
+
+
+def render_prompt(tokenizer, prompt: Prompt) -> str:
+    """The exact string sent to the model for this prompt."""
+    return render(prompt, tokenizer).text
+
+
+def _message_bounds(tokenizer, messages: list[dict], tools, text: str) -> list[int] | None:
+    """Where each turn starts: the length of the rendering of the turns before it. Exact for
+    prefix-stable templates such as ChatML; None when the template is not prefix-stable."""
+    bounds = [0]
+    for k in range(1, len(messages) + 1):
+        try:
+            prefix = _apply(tokenizer, messages[:k], tools, False)
+        except Exception:  # some templates refuse a conversation that ends on a tool turn
+            return None
+        if not text.startswith(prefix) or len(prefix) < bounds[-1]:
+            return None
+        bounds.append(len(prefix))
+    return bounds + [len(text)]
+
+
+def _locate(text: str, start: int, end: int, pieces: list[_Piece], message: int) -> tuple[list[Span], int]:
+    """Find the pieces in order inside [start, end); what lies between them is template overhead.
+    Returns the spans up to the last piece found, and where that piece ends."""
+    spans, cursor = [], start
+    for p in pieces:
+        at = text.find(p.text, cursor, end) if p.text else -1
+        if at < 0:  # the template changed this piece (e.g. trimmed it): it stays overhead
+            continue
+        spans += [Span(cursor, at, "template", message), Span(at, at + len(p.text), p.category, message)]
+        cursor = at + len(p.text)
+    return spans, cursor
+
+
+def wire_messages(prompt: Prompt) -> tuple[list[dict], list[dict]]:
+    """(messages, tools) for an OpenAI-compatible server, which applies the template itself.
+
+    native: tools go in `tools`, calls as structured tool_calls, results as role "tool";
+    react: everything as text, exactly as render() writes it, and no `tools`.
+    """
+    if Fmt(prompt.fmt) == Fmt.REACT or not prompt.tools:
+        return [d for d, _ in _turns(prompt, native=False)], []
+    messages = []
+    for m in prompt.messages:
+        d = m.to_dict()
+        if isinstance(m, AssistantMessage):
+            content = "\n".join(p.text.lstrip("\n") for p in _assistant_pieces(m, Fmt.NATIVE, False, ()))
+            d["content"] = content or None
+        messages.append(d)
+    return messages, [t.schema() for t in prompt.tools]
+
+
+# --- reading the reply ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParsedReply:
+    """The fields of an AssistantMessage read from reply text; `error` says why it is unusable."""
+
+    thought: str = ""
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    error: str = ""
+
+
+_ANSWER = re.compile(r"^\s*(?:final\s+)?answer\s*:\s*", re.I)
+_END_OF_THOUGHT = re.compile(r"<tool_call>|\n\s*\n|\n(?=\s*(?:final\s+)?answer\s*:)", re.I)
+
+
+def split_thought(text: str) -> tuple[str, str]:
+    """A leading "Thought: …" (up to a tool call, a blank line or an "Answer:" line) and the rest.
+
+    >>> split_thought("Thought: 345 km in 2.5 h.\\nAnswer: 138 km/h")
+    ('345 km in 2.5 h.', '138 km/h')
+    """
+    stripped = text.strip()
+    m = re.match(r"thought\s*:\s*", stripped, re.I)
+    if not m:
+        return "", _ANSWER.sub("", stripped, count=1).strip()
+    body = stripped[m.end():]
+    end = _END_OF_THOUGHT.search(body)
+    cut = end.start() if end else len(body)
+    return body[:cut].strip(), _ANSWER.sub("", body[cut:].strip(), count=1).strip()
+
+
+def parse_reply(text: str, fmt: Fmt | str, tools: tuple[Tool, ...] = (), next_id: int = 1) -> ParsedReply:
+    """Reply text → thought, text, tool calls (ids call_{next_id}, …), or an error. Never raises.
+
+    >>> parse_reply('<tool_call>{"name": "get_weather", "arguments": {"city": "Berlin"}}</tool_call>',
+    ...             "native").tool_calls
+    (ToolCall(id='call_1', name='get_weather', arguments='{"city": "Berlin"}'),)
+    >>> parse_reply("Thought: I need the author.\\nAction: search[Invisible Cities]", "react",
+    ...             TOOLS).tool_calls[0].arguments
+    '{"query": "Invisible Cities"}'
+    """
+    text = text.split("<|im_end|>")[0]
+    if Fmt(fmt) == Fmt.REACT:
+        return _parse_react(text, tools, next_id)
+    return _parse_native(text, next_id)
+
+
+def _parse_native(text: str, next_id: int) -> ParsedReply:
+    calls = []
+    for i, m in enumerate(re.finditer(r"<tool_call>(.*?)(?:</tool_call>|$)", text, re.S)):
+        call, error = _block_call(m.group(1), f"call_{next_id + i}")
+        if error:
+            return ParsedReply(error=error)
+        calls.append(call)
+    rest = re.sub(r"<tool_call>.*?(?:</tool_call>|$)", "", text, flags=re.S)
+    thought, answer = split_thought(rest)
+    if not calls and not answer:
+        return ParsedReply(thought=thought, error=(
+            "a thought but no tool call and no answer" if thought else "the reply is empty"))
+    return ParsedReply(thought, answer, tuple(calls))
+
+
+def _block_call(body: str, call_id: str) -> tuple[ToolCall | None, str]:
+    """One <tool_call> body → a call. Broken JSON with a readable name still becomes a call, so the
+    runtime's check 1 (valid JSON) reports the mistake to the model as a tool result."""
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as e:
+        name = re.search(r'"name"\s*:\s*"([^"]+)"', body)
+        if not name:
+            return None, f"the <tool_call> is not valid JSON ({e.msg}) and names no tool: {body.strip()[:200]}"
+        args = re.search(r'"arguments"\s*:\s*(.*?)\s*\}?\s*$', body, re.S)
+        return ToolCall(call_id, name.group(1), args.group(1) if args else body.strip()), ""
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None, f'a <tool_call> needs {{"name": …, "arguments": {{…}}}}, got: {body.strip()[:200]}'
+    args = obj.get("arguments", {})
+    arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return ToolCall(call_id, obj["name"], arguments), ""
+
+
+def _parse_react(text: str, tools: tuple[Tool, ...], next_id: int) -> ParsedReply:
+    text = re.split(r"^\s*Observation\s*:", text, maxsplit=1, flags=re.M | re.I)[0]
+    thought = re.search(r"^\s*Thought\s*:\s*(.*?)(?=^\s*Action\s*:|\Z)", text, re.M | re.S | re.I)
+    thought_text = thought.group(1).strip() if thought else ""
+    action = re.search(r"^\s*Action\s*:\s*(.*)$", text, re.M | re.I)
+    final = re.search(r"^\s*Final Answer\s*:\s*(.*)", text, re.M | re.I | re.S)
+    if not action and final and final.group(1).strip():  # the common alternative to finish[answer]
+        return ParsedReply(thought_text, final.group(1).strip())
+    if not action:
+        return ParsedReply(thought=thought_text, error=(
+            "no 'Action:' line; write Action: tool[argument], or Action: finish[answer] to answer"))
+    line = action.group(1).strip()
+    if line.startswith("{"):  # a JSON action, as a grammar-constrained reply writes it
+        call, error = _block_call(text[action.start(1):].strip(), f"call_{next_id}")
+        return ParsedReply(thought=thought_text, error=error) if error else ParsedReply(thought_text, "", (call,))
+    m = re.fullmatch(r"([A-Za-z_][\w.-]*)\s*\[(.*)\]", line, re.S)
+    if not m:  # an argument may run over several lines
+        m = re.fullmatch(r"([A-Za-z_][\w.-]*)\s*\[(.*)\]", text[action.start(1):].strip(), re.S)
+    if not m:
+        return ParsedReply(thought=thought_text, error=f"cannot read the action {line!r}: write tool[argument]")
+    name, raw = m.group(1), m.group(2)
+    call = ToolCall(f"call_{next_id}", name, _react_arguments(raw, tool_named(tools, name)))
+    return ParsedReply(thought_text, "", (call,))
+
+
+def _react_arguments(raw: str, tool: Tool | None) -> str:
+    """tool[argument] → a JSON arguments string: a JSON object as written; a plain argument fills
+    the tool's one required parameter; otherwise the argument as a JSON string (check 3 will say)."""
+    value: object = raw.strip()
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        pass
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    text = value if isinstance(value, str) else raw.strip()
+    if tool is not None and tool.single_parameter:
+        return json.dumps({tool.single_parameter: text}, ensure_ascii=False)
+    return json.dumps(text, ensure_ascii=False)
