@@ -66,7 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def launch_kwargs() -> dict:
-    """Settings for a public server: no share link, no monitoring, files limited to assets/."""
+    """Settings for a public server: no share link, no monitoring or run history, files limited to
+    assets/, uploads capped. The queue is bounded in main() (QUEUE_SIZE)."""
     from viz import theme
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -76,6 +77,7 @@ def launch_kwargs() -> dict:
         css=theme.CSS,
         footer_links=[],
         enable_monitoring=False,
+        run_history=False,
         allowed_paths=[os.path.join(here, "assets")],
         max_file_size="2mb",
     )

@@ -25,3 +25,28 @@ def test_page_shows_the_model_header_and_both_tabs(page):
     assert page.get_by_role("tab", name="Sampling").is_visible()
     assert page.get_by_role("tab", name="ReAct loop").is_visible()
     assert not page.js_errors
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["app.py", "/etc/passwd", "../../etc/passwd", "agent/model.py", "CACHE/config.json", "CACHE/model.safetensors"],
+)
+def test_the_file_route_serves_nothing_but_assets(page, app_url, path):
+    """A browser asks the file route for source, system and model-cache files: all refused."""
+    from agent import model as model_mod
+
+    cache = model_mod._gguf_cache_dir(model_mod.bundled_gguf())
+    url = app_url + "gradio_api/file=" + path.replace("CACHE", str(cache))
+    response = page.request.get(url)
+    assert response.status in (403, 404)
+    ok = page.request.get(app_url + "gradio_api/file=assets/encyclopedia.json")
+    assert ok.status == 200
+
+
+def test_launch_settings_fit_a_public_space():
+    import app
+
+    kwargs = app.launch_kwargs()
+    assert kwargs["share"] is False and kwargs["enable_monitoring"] is False and kwargs["run_history"] is False
+    assert all(p.endswith("assets") for p in kwargs["allowed_paths"])
+    assert 0 < app.QUEUE_SIZE <= 256

@@ -36,7 +36,7 @@ MAX_GRAMMAR_CHARS = 20_000
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 EXPLAIN = {
-    "temperature": r"$P_T(i)=\frac{e^{z_i/T}}{\sum_j e^{z_j/T}}$ · $T\to0$: all mass on $\arg\max_i z_i$ "
+    "temperature": r"$P_T(i)=e^{z_i/T}\,/\,\sum_j e^{z_j/T}$ · $T\to0$: all mass on $\arg\max_i z_i$ "
     r"(**0 = greedy**: no softmax, no draw) · $T=1$: the model's own $P$ · $T\to\infty$: uniform.",
     "top_k": r"Keeps the $k$ most probable tokens, sets the rest to 0, renormalises. **0 = off.** "
     "Ties at place $k$: the lower token id stays, so exactly $k$ survive.",
@@ -139,13 +139,13 @@ def build(lm) -> None:
             seed = gr.Number(value=0, precision=0, label="Seed", minimum=0, maximum=2**31 - 1)
         with gr.Column(scale=7):
             msg = gr.HTML("", elem_id="sampling-message")
-            chart = gr.HTML(chart0, elem_id="next-token-chart", js_on_load=PICK_JS)
+            continuation = gr.HTML(continuation_html(lm, first), elem_id="continuation")
             with gr.Row():
                 sample_btn = gr.Button("Sample", variant="primary", elem_id="btn-sample")
                 greedy_btn = gr.Button("Greedy", elem_id="btn-greedy")
                 back_btn = gr.Button("Back", elem_id="btn-back")
                 reroll_btn = gr.Button("New draw u", elem_id="btn-reroll")
-            continuation = gr.HTML(continuation_html(lm, first), elem_id="continuation")
+            chart = gr.HTML(chart0, elem_id="next-token-chart", js_on_load=PICK_JS)
             with gr.Row(equal_height=False):
                 readout = gr.HTML(read0, elem_id="sampling-readout")
                 creadout = gr.HTML(cread0, elem_id="constraint-readout")
@@ -336,22 +336,24 @@ def build(lm) -> None:
     hidden = dict(show_progress="hidden")
     for s in sliders:
         s.change(redraw_all, [state, own_state, *sliders], [*shown, msg, own_chart, own_readout],
-                 trigger_mode="always_last", **hidden)
-    own_btn.click(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg])
-    own_text.submit(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg])
-    run.click(on_run, [prompt, mode, state, seed, *sliders], outs)
-    prompt.submit(on_run, [prompt, mode, state, seed, *sliders], outs)
-    mode.change(on_run, [prompt, mode, state, seed, *sliders], outs)
-    example.input(on_example, [example, state, seed, *sliders], [prompt, mode, *outs])
-    sample_btn.click(step("sample"), [state, *sliders], outs, **hidden)
-    greedy_btn.click(step("greedy"), [state, *sliders], outs, **hidden)
-    back_btn.click(step("back"), [state, *sliders], outs, **hidden)
-    reroll_btn.click(step("reroll"), [state, *sliders], outs, **hidden)
-    pick.change(on_pick, [pick, state, *sliders], outs, **hidden)
-    seed.submit(on_seed, [seed, state, *sliders], outs)
-    constraint.input(on_constraint, [constraint, state, *sliders], [custom_box, *outs])
-    apply.click(on_apply, [kind, source, state, *sliders], outs)
-    many_btn.click(on_many, [n_draws, state, *sliders], [hist, msg])
+                 trigger_mode="always_last", api_name="redraw" if s is temperature else False, **hidden)
+    own_btn.click(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg],
+                  api_name="own_numbers")
+    own_text.submit(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg],
+                    api_name=False)
+    run.click(on_run, [prompt, mode, state, seed, *sliders], outs, api_name="run_prompt")
+    prompt.submit(on_run, [prompt, mode, state, seed, *sliders], outs, api_name=False)
+    mode.change(on_run, [prompt, mode, state, seed, *sliders], outs, api_name=False)
+    example.input(on_example, [example, state, seed, *sliders], [prompt, mode, *outs], api_name="example")
+    sample_btn.click(step("sample"), [state, *sliders], outs, api_name="sample", **hidden)
+    greedy_btn.click(step("greedy"), [state, *sliders], outs, api_name="greedy", **hidden)
+    back_btn.click(step("back"), [state, *sliders], outs, api_name="back", **hidden)
+    reroll_btn.click(step("reroll"), [state, *sliders], outs, api_name="reroll", **hidden)
+    pick.change(on_pick, [pick, state, *sliders], outs, api_name="pick", **hidden)
+    seed.submit(on_seed, [seed, state, *sliders], outs, api_name="seed")
+    constraint.input(on_constraint, [constraint, state, *sliders], [custom_box, *outs], api_name="constraint")
+    apply.click(on_apply, [kind, source, state, *sliders], outs, api_name="apply_grammar")
+    many_btn.click(on_many, [n_draws, state, *sliders], [hist, msg], api_name="sample_n")
 
     def on_asking(n, c, *ctl):
         try:
@@ -366,7 +368,7 @@ def build(lm) -> None:
         except (TypeError, ValueError, OverflowError, GrammarError) as exc:
             yield gr.skip(), charts.message(str(exc), "error")
 
-    ask_btn.click(on_asking, [n_runs, state, *sliders], [asking, msg], concurrency_limit=1)
+    ask_btn.click(on_asking, [n_runs, state, *sliders], [asking, msg], concurrency_limit=1, api_name="asking")
 
 
 def _seed(value) -> int:
