@@ -69,9 +69,9 @@ ODD_PROMPTS = [
 def test_unusual_text_is_continued_and_rendered_inert(client, name, prompt):
     out = client.predict(prompt, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
     assert out[MSG] == ""
-    for html in out[:5]:
+    for view in out[:5]:
         for bad in ("<script", "<img", "${", "`", "{{", "\x00"):
-            assert bad not in html
+            assert bad not in view
     out = client.predict(*SLIDERS, api_name="/greedy")
     assert out[MSG] == ""
     still_serving(client)
