@@ -7,7 +7,6 @@ and how an agent loop runs tools (ReAct loop tab).
 Wiring only: the logic lives in agent/, what a person sees in viz/.
 """
 
-from __future__ import annotations
 
 import argparse
 import os
@@ -22,15 +21,27 @@ def build_demo(lm):
     """The whole page for a loaded model: header and the two tabs."""
     import gradio as gr
 
-    from viz import react_tab, render, sampling_tab
+    from viz import deeplink, react_tab, render, sampling_tab
 
     with gr.Blocks(title="ReAct Lab") as demo:
         gr.HTML(render.model_header(lm.header), elem_id="model-header")
-        with gr.Tabs(elem_id="tabs"):
+        link_message = gr.HTML("", elem_id="link-message")
+        with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Sampling", id="sampling", elem_id="tab-sampling"):
-                sampling_tab.build(lm)
+                sampling_outputs, sampling_restore = sampling_tab.build(lm)
             with gr.Tab("ReAct loop", id="react", elem_id="tab-react"):
                 react_tab.build(lm)
+
+        def restore(request: gr.Request):
+            """Open the view a deep link describes (?tab=…&prompt=…&temperature=…)."""
+            params = dict(request.query_params) if request is not None else {}
+            link = deeplink.parse(params, sampling_tab.LINK_CHOICES)
+            note = "Ignored in the link: " + "; ".join(link.problems) if link.problems else ""
+            values = link.values
+            sampling = sampling_restore(values) if values else (gr.skip(),) * len(sampling_outputs)
+            return (gr.Tabs(selected=values.get("tab", "sampling")), render.notice(note), *sampling)
+
+        demo.load(restore, None, [tabs, link_message, *sampling_outputs], api_name=False)
     return demo
 
 
@@ -75,6 +86,7 @@ def launch_kwargs() -> dict:
         share=False,
         theme=theme.THEME,
         css=theme.CSS,
+        js=theme.JS,
         footer_links=[],
         enable_monitoring=False,
         run_history=False,

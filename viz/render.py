@@ -34,7 +34,13 @@ def model_header(info: dict[str, str]) -> str:
         '<div class="rl-header"><div class="rl-title">ReAct Lab'
         '<span class="rl-subtitle">how a language model picks its next token, '
         "and how an agent loop runs tools</span></div>"
-        f'<div class="rl-facts" aria-label="loaded model">{facts}</div></div>'
+        f'<div class="rl-facts" aria-label="loaded model">{facts}</div>'
+        '<div class="rl-toolbar">'
+        '<button type="button" id="rl-mode-toggle" title="large type for a projector, or compact for a desk">'
+        "Desk mode</button>"
+        '<button type="button" id="rl-dark-toggle" title="light or dark colours">Dark</button>'
+        '<button type="button" id="rl-help-toggle" title="keyboard shortcuts (?)">Shortcuts ?</button>'
+        "</div></div>"
     )
 
 
@@ -44,3 +50,8 @@ def token_html(display: str) -> str:
     The character stays in the text (copy, search and tests see "␠Paris"); only its look is CSS.
     """
     return esc(display).replace("␠", '<span class="vs">␠</span>')
+
+
+def notice(text: str) -> str:
+    """A one-line notice above the tabs (e.g. what a deep link could not set); "" shows nothing."""
+    return f'<div class="msg info" role="status">{esc(text)}</div>' if text else ""

@@ -13,7 +13,7 @@ import gradio as gr
 from agent import continuation as cont
 from agent import enforcing, sampling, topn
 from agent.constraints import PRESETS, ConstraintViolation, Grammar, GrammarError
-from viz import charts
+from viz import charts, deeplink
 
 EXAMPLES = {
     "A fact: The capital of France is": ("The capital of France is", False),
@@ -33,6 +33,7 @@ KIND_LABELS = {"choice": "Choice list", "regex": "Regular expression", "json_sch
 MAX_N_DRAWS = 10_000
 MAX_BARS = 100
 MAX_GRAMMAR_CHARS = 20_000
+LINK_CHOICES = {"mode": PROMPT_MODES, "constraint": (NO_CONSTRAINT, *PRESETS)}
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 EXPLAIN = {
@@ -91,8 +92,12 @@ def continuation_html(lm, c: cont.Continuation) -> str:
     return charts.continuation_view(c.prompt_text, pieces, c.chosen_probs, finished=c.finished)
 
 
-def build(lm) -> None:
-    """Lay out the Sampling tab for a loaded model and wire its listeners."""
+def build(lm):
+    """Lay out the Sampling tab for a loaded model and wire its listeners.
+
+    Returns (outputs, restore): the components a deep link sets, and the function that computes
+    their values from a parsed link (app.py calls it on page load).
+    """
     first = cont.start(lm, *EXAMPLES[DEFAULT_EXAMPLE], seed=0)
     default = sampling.SamplingConfig()
     chart0, read0, cread0 = views(lm, first, default, 20, False)
@@ -137,6 +142,9 @@ def build(lm) -> None:
                 n_bars = gr.Slider(5, MAX_BARS, value=20, step=1, label="Bars shown")
                 axis = gr.Radio(["Linear", "Log"], value="Linear", label="Axis")
             seed = gr.Number(value=0, precision=0, label="Seed", minimum=0, maximum=2**31 - 1)
+            with gr.Row():
+                link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")
+            link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="sampling-link")
         with gr.Column(scale=7):
             msg = gr.HTML("", elem_id="sampling-message")
             continuation = gr.HTML(continuation_html(lm, first), elem_id="continuation")
@@ -369,6 +377,35 @@ def build(lm) -> None:
             yield gr.skip(), charts.message(str(exc), "error")
 
     ask_btn.click(on_asking, [n_runs, state, *sliders], [asking, msg], concurrency_limit=1, api_name="asking")
+
+    def on_link(text, mode_, t, k, p, m, constraint_name, s):
+        values = {"tab": "sampling", "prompt": text if len(str(text)) <= deeplink.MAX_PROMPT_CHARS else None,
+                  "mode": mode_, "temperature": t, "top_k": k, "top_p": p, "min_p": m,
+                  "constraint": constraint_name if constraint_name != CUSTOM else None, "seed": s}
+        link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
+        return deeplink.query(link.values)
+
+    link_btn.click(on_link, [prompt, mode, temperature, top_k, top_p, min_p, constraint, seed], link_box,
+                   api_name="sampling_link").then(
+        None, link_box, link_box, js="(q) => q.startsWith('?') ? location.origin + location.pathname + q : q"
+    )
+
+    def restore(values: dict):
+        """Control values and views for a deep link (unknown keys already dropped by deeplink.parse)."""
+        text = values.get("prompt", first.prompt)
+        chat = values.get("mode", PROMPT_MODES[int(first.chat)]) == PROMPT_MODES[1]
+        ctl = [values.get(k, d) for k, d in
+               (("temperature", 1.0), ("top_k", 0), ("top_p", 1.0), ("min_p", 0.0))] + [20, "Linear"]
+        name = values.get("constraint", NO_CONSTRAINT)
+        grammar = PRESETS.get(name)
+        try:
+            c = cont.start(lm, text, chat, values.get("seed", 0), grammar)
+        except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
+            return (gr.skip(),) * 8 + failed(exc)
+        return (text, PROMPT_MODES[int(chat)], *ctl[:4], name, c.seed, *refresh(c, *ctl))
+
+    restore_outputs = [prompt, mode, temperature, top_k, top_p, min_p, constraint, seed, *outs]
+    return restore_outputs, restore
 
 
 def _seed(value) -> int:

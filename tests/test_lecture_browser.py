@@ -1,0 +1,107 @@
+"""Lecture mode: readable from the back row, driven from the keyboard, shareable as a link."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from agent import continuation as cont
+from agent import sampling
+from viz import charts
+
+pytestmark = [pytest.mark.browser, pytest.mark.model]
+
+
+def tokens(page) -> str:
+    return page.locator("#continuation .continuation").get_attribute("data-tokens")
+
+
+def test_body_text_is_at_least_22px_in_lecture_mode_and_smaller_at_the_desk(page):
+    size = lambda: float(page.evaluate("() => getComputedStyle(document.body).fontSize").rstrip("px"))
+    prose = page.evaluate("() => getComputedStyle(document.querySelector('#tab-sampling p')).fontSize")
+    assert size() >= 22 and float(prose.rstrip("px")) >= 22
+    page.get_by_role("button", name="Desk mode").click()
+    assert size() < 22
+    page.get_by_role("button", name="Lecture mode").click()
+    assert size() >= 22
+
+
+def test_dark_mode_switches_without_a_reload(page):
+    page.get_by_role("button", name="Dark").click()
+    assert "dark" in page.evaluate("() => document.body.className")
+    page.get_by_role("button", name="Light").click()
+    assert "dark" not in page.evaluate("() => document.body.className")
+
+
+def test_sampling_shortcuts_s_g_b(page):
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("g")
+    expect(page.locator("#continuation .continuation")).to_have_attribute("data-text", " Paris")
+    page.keyboard.press("s")
+    expect(page.locator("#continuation .continuation")).to_have_attribute("data-tokens", "2")
+    page.keyboard.press("b")
+    expect(page.locator("#continuation .continuation")).to_have_attribute("data-tokens", "1")
+
+
+def test_shortcuts_do_nothing_while_typing(page):
+    box = page.get_by_role("textbox", name="Prompt", exact=True)
+    box.click()
+    box.press("End")
+    box.type(" sgb")
+    expect(box).to_have_value("The capital of France is sgb")
+    assert tokens(page) == "0"
+
+
+def test_arrow_keys_move_the_focused_slider(page):
+    slider = page.get_by_role("slider", name="Top-p")
+    slider.focus()
+    slider.press("ArrowLeft")
+    expect(slider).to_have_value("0.99")
+
+
+def test_question_mark_shows_the_shortcut_list(page):
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("?")
+    dialog = page.get_by_role("dialog", name="Keyboard shortcuts")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("next phase")
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+
+
+def test_deep_link_round_trip_restores_the_same_controls_and_chart(browser, app_url, lm):
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    page = context.new_page()
+    page.goto(app_url + "?tab=sampling&prompt=Once+upon+a+time&temperature=0.5&top_k=40&top_p=0.9&seed=3")
+    expect(page.get_by_role("slider", name="Temperature")).to_have_value("0.5", timeout=60_000)
+    expect(page.get_by_role("slider", name="Top-k")).to_have_value("40")
+    expect(page.get_by_role("textbox", name="Prompt", exact=True)).to_have_value("Once upon a time")
+    config = sampling.SamplingConfig(temperature=0.5, top_k=40, top_p=0.9)
+    c = cont.start(lm, "Once upon a time", False, seed=3)
+    t = sampling.trace(c.logits, config, u=c.u)
+    first = page.locator("#next-token-chart .tok-row").first
+    expect(first).to_have_attribute("data-token-id", str(int(t.order[0])))
+    expect(first.locator(".bar-cell.final")).to_contain_text(charts.pct(float(t.probs[t.order[0]])))
+    expect(page.locator("#sampling-readout")).to_contain_text(f"u = {c.u:.4f}")  # same seed, same draw
+    page.get_by_role("button", name="Link to this view").click()
+    link = page.locator("#sampling-link textarea")
+    expect(link).to_have_value(re.compile(r"^http://.*\?tab=sampling&"))
+    url = link.input_value()
+    second = context.new_page()
+    second.goto(url)
+    expect(second.get_by_role("slider", name="Top-p")).to_have_value("0.9", timeout=60_000)
+    row = second.locator("#next-token-chart .tok-row").first
+    expect(row.locator(".bar-cell.final")).to_have_text(first.locator(".bar-cell.final").inner_text())
+    expect(second.locator("#sampling-readout")).to_contain_text(f"u = {c.u:.4f}")
+    context.close()
+
+
+def test_a_bad_link_names_what_it_ignored(browser, app_url):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(app_url + "?temperature=99&top_k=banana&foo=1")
+    expect(page.locator("#link-message")).to_contain_text("temperature='99' is outside", timeout=60_000)
+    expect(page.locator("#link-message")).to_contain_text("unknown parameter 'foo'")
+    context.close()
