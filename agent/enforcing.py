@@ -23,6 +23,7 @@ from agent.constraints import Grammar, accepts
 
 MAX_RUNS = 50
 MAX_NEW_TOKENS = 48
+TIME_LIMIT_S = 30.0  # per output: a wall-clock limit on each generation
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def compare(
         for column, mask_grammar in ((asked, None), (enforced, grammar)):
             g = generation.generate(
                 lm, ids, config, np.random.default_rng([seed & 0xFFFFFFFF, i]), grammar=mask_grammar,
-                max_new_tokens=max_new_tokens,
+                max_new_tokens=max_new_tokens, time_limit=TIME_LIMIT_S,
             )
             o = check(lm, grammar, g.ids, g.text)
             column.append(Outcome(o.text, o.parses, o.valid, o.error, g.stop_reason))

@@ -171,6 +171,7 @@ def build(lm):
                 with gr.Row():
                     n_runs = gr.Number(value=10, precision=0, minimum=1, maximum=enforcing.MAX_RUNS, label="N runs")
                     ask_btn = gr.Button("Run asking vs enforcing", elem_id="btn-asking")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="btn-asking-stop")
                 asking = gr.HTML("", elem_id="asking-vs-enforcing")
     with gr.Accordion("Your own numbers", open=False):
         gr.Markdown(
@@ -376,7 +377,9 @@ def build(lm):
         except (TypeError, ValueError, OverflowError, GrammarError) as exc:
             yield gr.skip(), charts.message(str(exc), "error")
 
-    ask_btn.click(on_asking, [n_runs, state, *sliders], [asking, msg], concurrency_limit=1, api_name="asking")
+    asking_run = ask_btn.click(on_asking, [n_runs, state, *sliders], [asking, msg], concurrency_limit=1,
+                               api_name="asking")
+    stop_btn.click(None, None, None, cancels=[asking_run])
 
     def on_link(text, mode_, t, k, p, m, constraint_name, s):
         values = {"tab": "sampling", "prompt": text if len(str(text)) <= deeplink.MAX_PROMPT_CHARS else None,

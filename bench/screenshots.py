@@ -1,0 +1,86 @@
+"""Screenshots of both tabs at 1920×1080 in lecture mode, light and dark, for README and docs/.
+
+    .venv/bin/python bench/screenshots.py            # writes docs/*.png
+
+Launches the app in this process on a free loopback port, drives it in Debian's headless Chromium
+like a person (Greedy a few times, a constraint on, Next through the Berlin run), and saves:
+docs/sampling-tab.png, docs/sampling-tab-dark.png, docs/react-tab.png, docs/react-tab-dark.png.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sampling_scene(page) -> None:
+    page.get_by_role("tab", name="Sampling").click()
+    page.get_by_role("slider", name="Top-p").focus()
+    for _ in range(10):
+        page.keyboard.press("ArrowLeft")  # top-p 0.90: the nucleus shows
+    for _ in range(3):
+        page.get_by_role("button", name="Greedy").click()
+        page.wait_for_timeout(800)
+    page.wait_for_timeout(1500)
+
+
+def react_scene(page) -> None:
+    page.get_by_role("tab", name="ReAct loop").click()
+    page.wait_for_timeout(800)
+    for _ in range(4):
+        page.get_by_role("button", name="Next").click()
+        page.wait_for_timeout(700)
+    page.wait_for_timeout(1000)
+
+
+def main() -> int:
+    from playwright.sync_api import sync_playwright
+
+    import app
+    from agent.model import load_model
+
+    lm = load_model()
+    demo = app.build_demo(lm)
+    demo.queue()
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **app.launch_kwargs())
+    out = ROOT / "docs"
+    out.mkdir(exist_ok=True)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            for dark in (False, True):
+                page = browser.new_page(viewport={"width": 1920, "height": 1080})
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.get_by_role("tab", name="Sampling").wait_for(timeout=60_000)
+                if dark:
+                    page.get_by_role("button", name="Dark").click()
+                suffix = "-dark" if dark else ""
+                sampling_scene(page)
+                page.screenshot(path=str(out / f"sampling-tab{suffix}.png"))
+                react_scene(page)
+                page.screenshot(path=str(out / f"react-tab{suffix}.png"))
+                page.close()
+                print(f"wrote docs/sampling-tab{suffix}.png, docs/react-tab{suffix}.png")
+            browser.close()
+    finally:
+        demo.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
