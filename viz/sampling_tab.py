@@ -344,8 +344,11 @@ def build(lm):
 
     hidden = dict(show_progress="hidden")
     for s in sliders:
+        # queue=False: a redraw is a few ms of numpy on cached logits and must never wait in the
+        # queue behind another session's generation.
         s.change(redraw_all, [state, own_state, *sliders], [*shown, msg, own_chart, own_readout],
-                 trigger_mode="always_last", api_name="redraw" if s is temperature else False, **hidden)
+                 trigger_mode="always_last", api_name="redraw" if s is temperature else False,
+                 queue=False, concurrency_limit=None, **hidden)
     own_btn.click(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg],
                   api_name="own_numbers")
     own_text.submit(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg],

@@ -1,0 +1,137 @@
+"""Small helpers shared by the benchmarks: percentiles, millisecond formatting, a line describing
+the machine, and a Markdown table printer.
+
+What it does not know: what is being measured. Benchmarks print figures; they never assert on a
+timing, because a shared 2-core machine makes every timing noisy.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+from collections.abc import Sequence
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0 ≤ q ≤ 100), linear between the two nearest ranks (numpy's default).
+
+    >>> percentile([1, 2, 3, 4], 50)
+    2.5
+    >>> percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 95)
+    10.5
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must lie in [0, 100], got {q}")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value.
+
+    >>> median([3, 1, 2])
+    2.0
+    """
+    return percentile(values, 50)
+
+
+def p95(values: Sequence[float]) -> float:
+    return percentile(values, 95)
+
+
+def ms(seconds: float) -> str:
+    """Seconds → a millisecond figure with sensible precision.
+
+    >>> ms(0.06712), ms(0.0004), ms(1.5)
+    ('67.1 ms', '0.40 ms', '1500 ms')
+    """
+    value = seconds * 1000
+    if value >= 1000:
+        return f"{value:.0f} ms"
+    return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
+
+
+def secs(seconds: float) -> str:
+    """Seconds with two decimals.
+
+    >>> secs(7.256)
+    '7.26 s'
+    """
+    return f"{seconds:.2f} s"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_gib() -> str:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return f"{int(line.split()[1]) / 2**20:.1f} GiB RAM"
+    except OSError:
+        pass
+    return "RAM unknown"
+
+
+def _load_average() -> str:
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:
+        return "load unknown"
+    return f"load average {one:.2f} / {five:.2f} (1 / 5 min)"
+
+
+def machine_line() -> str:
+    """One line naming the date and the machine, printed at the top of every benchmark.
+
+    The load average is there because another process on the same cores skews every figure.
+    """
+    now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    return (
+        f"{now} · {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}) · {_cpu_model()} · "
+        f"{_ram_gib()} · Python {platform.python_version()} · {_load_average()}"
+    )
+
+
+def header(title: str) -> None:
+    """Print the benchmark's title and the machine line."""
+    print(f"# {title}\n")
+    print(machine_line())
+    print()
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub Markdown table of the given cells (pipes in a cell are escaped).
+
+    >>> print(markdown_table(["dtype", "median"], [["float32", "67.1 ms"]]))
+    | dtype | median |
+    |---|---|
+    | float32 | 67.1 ms |
+    """
+    def cell(value: object) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    print(f"## {title}\n")
+    print(markdown_table(columns, rows))
+    print()
