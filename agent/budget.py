@@ -66,6 +66,7 @@ class Breakdown:
     token_categories: tuple[str, ...] = field(repr=False)  # one per prompt token
     per_message: dict[int, int] = field(repr=False)  # message index → tokens (template overhead included)
     exact: bool = True
+    offsets: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # each token's [start, end)
 
     @property
     def over(self) -> bool:
@@ -87,12 +88,14 @@ def breakdown(prompt: Prompt, tokenizer, budget: int, reserved: int) -> Breakdow
     """Tokenize the rendered prompt once and charge every token to a category, so the prompt
     categories sum to exactly len(tokenizer(render(prompt, tokenizer).text).input_ids)."""
     rendered = render(prompt, tokenizer)
+    offsets: tuple[tuple[int, int], ...] = ()
     if tokenizer is None:
         labels = [(s.category, s.message) for s in rendered.spans
                   for _ in range(estimate_tokens(rendered.text[s.start:s.end]))]
     else:
         enc = tokenizer(rendered.text, add_special_tokens=False, return_offsets_mapping=True)
-        labels = token_categories(rendered, [tuple(o) for o in enc["offset_mapping"]])
+        offsets = tuple((int(a), int(b)) for a, b in enc["offset_mapping"])
+        labels = token_categories(rendered, list(offsets))
     counts = {c: 0 for c in BUDGET_CATEGORIES}
     per_message: dict[int, int] = {}
     for category, message in labels:
@@ -101,7 +104,7 @@ def breakdown(prompt: Prompt, tokenizer, budget: int, reserved: int) -> Breakdow
     counts[RESERVED] = reserved
     counts[FREE] = max(budget - len(labels) - reserved, 0)
     return Breakdown(counts, len(labels), reserved, budget, tuple(c for c, _ in labels), per_message,
-                     exact=tokenizer is not None)
+                     exact=tokenizer is not None, offsets=offsets)
 
 
 @dataclass(frozen=True)

@@ -130,114 +130,137 @@ body { font-size: var(--body-text-size); }
 .hhead { font-weight: 600; font-size: 0.85em; opacity: 0.8; }
 .hist .num { text-align: right; font-variant-numeric: tabular-nums; }
 /* ReAct tab */
-.react-intro p { margin: 0; font-size: var(--text-sm); opacity: 0.85; }
-#react-message .msg { margin: 0; }
-.rp { font-size: 18px; }
-.rp-title { font-weight: 700; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 1.05em;
-  border-bottom: 2px solid currentColor; padding-bottom: 0.15em; margin-bottom: 0.2em; }
-.rp-lines { list-style: none; margin: 0; padding: 0; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
-.rp-line { display: flex; gap: 0.5em; padding: 0.12em 0.4em; border-radius: 5px; border-left: 5px solid transparent;
-  white-space: pre-wrap; line-height: 1.35; }
-.rp-line code { font-family: inherit; background: none; padding: 0; font-size: 1em; }
-.rp-no { opacity: 0.6; min-width: 1.6em; text-align: right; }
-.rp-comment { opacity: 0.6; font-size: 0.85em; margin-left: 0.8em; align-self: center; }
+#react-message:not(:has(.msg)) { display: none; }
+.rp { font-size: 16px; }
+.rp-title { font-weight: 700; font-family: ui-monospace, "DejaVu Sans Mono", monospace;
+  border-bottom: 2px solid currentColor; padding-bottom: 0.1em; margin-bottom: 0.15em; }
+.rp-lines { list-style: none; margin: 0; padding: 0;
+  font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+.rp-line { display: grid; grid-template-columns: 1.7em minmax(0, 1fr); column-gap: 0.4em;
+  padding: 0.03em 0.4em; border-radius: 5px; border-left: 5px solid transparent;
+  line-height: 1.25; }
+.rp-code code { font-family: inherit; background: none; padding: 0; font-size: 1em;
+  white-space: pre-wrap; }
+.rp-no { opacity: 0.6; text-align: right; }
+.rp-comment { float: right; opacity: 0.6; font-size: 0.82em; margin-left: 1em; font-weight: 400; }
 .rp-line.ran { background: rgba(37, 99, 235, 0.10); border-left-color: #93c5fd; }
-.rp-line.current { background: rgba(37, 99, 235, 0.24); border-left-color: #1d4ed8; font-weight: 700; }
-.rp[data-running="1"] .rp-line.current { background: rgba(217, 119, 6, 0.25); border-left-color: #d97706; }
-.rp-step { display: flex; align-items: center; gap: 0.8em; margin-top: 0.35em; font-weight: 700; font-size: 1.05em; }
+.rp-line.current { background: rgba(37, 99, 235, 0.24); border-left-color: #1d4ed8;
+  font-weight: 700; }
+.rp[data-running="1"] .rp-line.current { background: rgba(217, 119, 6, 0.25);
+  border-left-color: #d97706; }
+.rp-step { display: flex; align-items: center; gap: 0.8em; margin-top: 0.25em; font-weight: 700;
+  font-size: 1.1em; }
 .rp-dots { display: flex; gap: 4px; flex-wrap: wrap; }
 .rp-dot { width: 0.7em; height: 0.7em; border-radius: 50%; border: 2px solid #2563eb; }
 .rp-dot.on { background: #2563eb; }
-.rp-status { margin-top: 0.15em; }
 .rp-note { opacity: 0.8; font-style: italic; }
-.rs { padding: 0.35em 0.6em; border-radius: 6px; font-size: 18px; border: 2px solid rgba(127,127,127,0.35); }
+.rs { padding: 0.3em 0.6em; border-radius: 6px; font-size: 18px;
+  border: 2px solid rgba(127, 127, 127, 0.35); }
 .rs.done { border-color: #059669; background: rgba(5, 150, 105, 0.08); }
-.rs.done[data-stop="context window full"], .rs.done[data-stop="backend error"],
-.rs.done[data-stop="step budget exhausted"], .rs.done[data-stop="no parsable output twice in a row"] {
-  border-color: #b91c1c; background: rgba(220, 38, 38, 0.07); }
+.rs.done:not([data-stop="final answer"]):not([data-stop="finish"]) { border-color: #b91c1c;
+  background: rgba(220, 38, 38, 0.07); }
 .rs-why { font-size: 0.8em; opacity: 0.8; }
-.rs-answer { font-size: 1.2em; font-weight: 700; margin-top: 0.15em; }
+.rs-answer { font-size: 1.2em; font-weight: 700; margin-top: 0.1em; }
 .rs-answer:empty { display: none; }
-.cat-system { background: #64748b; } .cat-tools { background: #7c3aed; } .cat-user { background: #2563eb; }
-.cat-thought { background: #d97706; } .cat-tool_call { background: #059669; }
-.cat-assistant_text { background: #0891b2; } .cat-tool_result { background: #db2777; }
-.cat-template { background: #cbd5e1; }
+.cat-system { background: #64748b; } .cat-tools { background: #7c3aed; }
+.cat-user { background: #2563eb; } .cat-thought { background: #d97706; }
+.cat-tool_call { background: #059669; } .cat-assistant_text { background: #0891b2; }
+.cat-tool_result { background: #db2777; } .cat-template { background: #cbd5e1; }
 .cat-reserved { background: repeating-linear-gradient(45deg, #fbbf24 0 6px, #fde68a 6px 12px); }
-.cat-free { background: rgba(127,127,127,0.12); }
-.rb { font-size: 17px; }
-.rb-head { margin-bottom: 0.25em; }
-.rb-tok { font-size: 0.9em; opacity: 0.85; }
-.rb-bar { position: relative; display: flex; height: 1.6em; border: 1px solid rgba(127,127,127,0.6);
-  border-radius: 4px; overflow: hidden; }
+.cat-free { background: rgba(127, 127, 127, 0.12); }
+.rb { font-size: 16px; }
+#react-budget { margin-top: -14px; }
+.rb-head { margin-bottom: 0.2em; }
+.rb-tok { font-weight: 600; }
+.rb-bar { position: relative; display: flex; height: 1.6em; border-radius: 4px; overflow: hidden;
+  border: 1px solid rgba(127, 127, 127, 0.6); }
 .rb-bar.zoom { height: 1.1em; }
 .rb-seg { display: block; height: 100%; min-width: 0; }
 .rb-limit { position: absolute; top: -2px; bottom: -2px; border-left: 3px solid #b91c1c; }
-.rb-sub { font-size: 0.8em; opacity: 0.75; margin-top: 0.2em; }
-.rb-legend { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 0 1.2em; margin-top: 0.3em; }
-.rb-row { display: grid; grid-template-columns: 1em 1fr auto; gap: 0.4em; align-items: center; }
+.rb-sub { font-size: 0.85em; margin-top: 0.1em; }
+.rb-legend { display: flex; flex-wrap: wrap; gap: 0 0.9em; margin-top: 0.2em; font-size: 14px; }
+.rb-row { display: flex; gap: 0.3em; align-items: center; }
 .rb-swatch { width: 1em; height: 1em; border-radius: 3px; }
 .rb-n { font-variant-numeric: tabular-nums; font-weight: 600; }
 .rb-over { color: #b91c1c; font-weight: 700; margin-top: 0.2em; }
 .rb-usage { margin-top: 0.2em; font-size: 0.9em; }
 .rh-wrap { font-size: 17px; }
-.rh { display: grid; column-gap: 3px; row-gap: 6px; max-height: 640px; overflow-y: auto; padding-right: 4px; }
-.rh-msg { border: 1px solid rgba(127,127,127,0.4); border-left: 5px solid #94a3b8; border-radius: 6px;
-  padding: 0.2em 0.5em; min-width: 0; overflow-wrap: anywhere; }
-.rh-msg.rh-user { border-left-color: #2563eb; } .rh-msg.rh-assistant { border-left-color: #059669; }
+.rh-scroll { display: flex; flex-direction: column-reverse; max-height: 47vh; overflow-y: auto;
+  padding-right: 4px; }
+.rh { display: grid; column-gap: 3px; row-gap: 6px; }
+.rh-msg { border: 1px solid rgba(127, 127, 127, 0.4); border-left: 5px solid #94a3b8;
+  border-radius: 6px; padding: 0.2em 0.5em; min-width: 0; overflow-wrap: anywhere; }
+.rh-msg.rh-user { border-left-color: #2563eb; }
+.rh-msg.rh-assistant { border-left-color: #059669; }
 .rh-msg.rh-tool { border-left-color: #db2777; }
-.rh-msg.rh-event { background: rgba(220, 38, 38, 0.08); border-color: #b91c1c; border-left-color: #b91c1c; }
-.rh-msg.kind-policy_refusal { background: rgba(217, 119, 6, 0.10); border-color: #d97706; border-left-color: #d97706; }
+.rh-msg.rh-event { background: rgba(220, 38, 38, 0.08); border-color: #b91c1c; }
+.rh-msg.kind-policy_refusal { background: rgba(217, 119, 6, 0.10); border-color: #d97706; }
 .rh-msg.new { box-shadow: 0 0 0 2px #16a34a; }
-.rh-head { font-weight: 700; font-size: 0.85em; display: flex; flex-wrap: wrap; gap: 0.4em; align-items: center; }
+.rh-head { font-weight: 700; font-size: 0.85em; display: flex; flex-wrap: wrap; gap: 0.4em;
+  align-items: center; }
 .rh-no { opacity: 0.5; font-weight: 400; }
-.rh-new { background: #16a34a; color: white; border-radius: 4px; padding: 0 0.35em; font-size: 0.85em; }
+.rh-new { background: #16a34a; color: white; border-radius: 4px; padding: 0 0.35em;
+  font-size: 0.85em; }
 .rh-kind { color: #b91c1c; font-weight: 700; }
 .kind-policy_refusal .rh-kind { color: #b45309; }
 .rh-body { white-space: pre-wrap; }
 .rh-body.small { font-size: 0.8em; opacity: 0.85; }
 .rh-thought { font-style: italic; color: #b45309; white-space: pre-wrap; }
-.rh-call { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 0.9em; margin-top: 0.15em; }
-.rh-id { display: inline-block; border: 2px solid var(--c); color: var(--c); border-radius: 4px;
-  padding: 0 0.3em; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-weight: 700; }
+.rh-call { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 0.9em;
+  margin-top: 0.15em; }
+.rh-id { display: inline-block; border-width: 2px; border-style: solid; border-color: var(--c);
+  color: var(--c); border-radius: 4px; padding: 0 0.3em; font-weight: 700;
+  font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
 .rh-args { opacity: 0.85; }
 .rh-pending { margin-left: 0.5em; font-family: var(--font); font-style: italic; color: #b45309; }
-.rh-link { border: 3px solid var(--c); border-right: none; border-radius: 8px 0 0 8px; margin: 0.7em 0 0.7em 2px; }
-.rh-link.pending, .rh-link.missing { border-style: dashed; border-bottom: none; border-radius: 8px 0 0 0; }
+.rh-link { border-width: 3px 0 3px 3px; border-style: solid; border-color: var(--c);
+  border-radius: 8px 0 0 8px; margin: 0.7em 0 0.7em 2px; }
+.rh-link.pending, .rh-link.missing { border-style: dashed; border-bottom-width: 0;
+  border-radius: 8px 0 0 0; }
 .rh-link.missing { border-color: #b91c1c; }
-.rh-violations { color: #b91c1c; border: 2px solid #b91c1c; border-radius: 6px; padding: 0.2em 0.5em;
-  margin-bottom: 0.3em; }
+.rh-violations { color: #b91c1c; border: 2px solid #b91c1c; border-radius: 6px;
+  padding: 0.2em 0.5em; margin-bottom: 0.3em; }
 .rh-violations ul { margin: 0; padding-left: 1.2em; }
 .rh-flag { color: #b91c1c; font-weight: 700; }
 .rh-legend, .rt-legend { font-size: 0.75em; opacity: 0.8; margin-top: 0.3em; }
 .rt { font-size: 15px; }
 .rt-head { font-size: 17px; margin-bottom: 0.2em; }
-.rt-text { font-family: ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap; overflow-wrap: anywhere;
-  margin: 0; padding: 0.4em; border: 1px solid rgba(127,127,127,0.4); border-radius: 6px; max-height: 640px;
-  overflow-y: auto; line-height: 1.45; font-size: 15px; }
-.rt-text .c-system { background: rgba(100, 116, 139, 0.14); } .rt-text .c-tools { background: rgba(124, 58, 237, 0.12); }
-.rt-text .c-user { background: rgba(37, 99, 235, 0.16); } .rt-text .c-thought { background: rgba(217, 119, 6, 0.18); }
+.rt-scroll { display: flex; flex-direction: column-reverse; max-height: 52vh; overflow-y: auto;
+  border: 1px solid rgba(127, 127, 127, 0.4); border-radius: 6px; }
+.rt-text { font-family: ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap;
+  overflow-wrap: anywhere; margin: 0; padding: 0.4em; line-height: 1.45; font-size: 15px; }
+.rt-text .c-system { background: rgba(100, 116, 139, 0.14); }
+.rt-text .c-tools { background: rgba(124, 58, 237, 0.12); }
+.rt-text .c-user { background: rgba(37, 99, 235, 0.16); }
+.rt-text .c-thought { background: rgba(217, 119, 6, 0.18); }
 .rt-text .c-tool_call { background: rgba(5, 150, 105, 0.18); }
 .rt-text .c-assistant_text { background: rgba(8, 145, 178, 0.18); }
 .rt-text .c-tool_result { background: rgba(219, 39, 119, 0.16); }
-.rt .sp { color: #7c3aed; font-weight: 700; background: rgba(124, 58, 237, 0.12); border-radius: 3px; }
-.rt .nw { text-decoration: underline; text-decoration-color: #16a34a; text-decoration-thickness: 3px;
-  text-underline-offset: 3px; }
-.rt .rt-reply { background: rgba(250, 204, 21, 0.35); outline: 2px dashed #ca8a04; border-radius: 3px; }
+.rt .sp { color: #7c3aed; font-weight: 700; background: rgba(124, 58, 237, 0.12);
+  border-radius: 3px; }
+.rt .nw { text-decoration: underline; text-decoration-color: #16a34a;
+  text-decoration-thickness: 3px; text-underline-offset: 3px; }
+.rt .rt-reply { background: rgba(250, 204, 21, 0.35); outline: 2px dashed #ca8a04;
+  border-radius: 3px; }
 .rt-caret { animation: rt-blink 1s steps(1) infinite; }
 @keyframes rt-blink { 50% { opacity: 0; } }
 .rt-text .tb { box-shadow: inset 2px 0 0 rgba(15, 23, 42, 0.7); }
-.rt-text .to { background-image: linear-gradient(rgba(15, 23, 42, 0.10), rgba(15, 23, 42, 0.10)); }
-.rg { font-size: 16px; display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 0.3em 1em; }
+.rt-text .to { background-image: linear-gradient(rgba(15, 23, 42, 0.1), rgba(15, 23, 42, 0.1)); }
+.rg { font-size: 16px; display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr);
+  gap: 0.3em 1em; }
 .rg.empty { display: block; opacity: 0.75; }
 .rg-svg { width: 100%; max-height: 230px; }
-.rg-bar { fill: #2563eb; } .rg-line { fill: none; stroke: #d97706; stroke-width: 3; }
-.rg-axis { stroke: currentColor; opacity: 0.6; } .rg-tick { fill: currentColor; font-size: 13px; text-anchor: middle; }
+.rg-bar { fill: #2563eb; }
+.rg-line { fill: none; stroke: #d97706; stroke-width: 3; }
+.rg-axis { stroke: currentColor; opacity: 0.6; }
+.rg-tick { fill: currentColor; font-size: 13px; text-anchor: middle; }
 .rg-tick.end { text-anchor: end; }
 .rg-table { border-collapse: collapse; font-variant-numeric: tabular-nums; align-self: start; }
 .rg-table td, .rg-table th { padding: 1px 10px; text-align: right; }
 .rg-note { grid-column: 1 / -1; font-size: 0.85em; opacity: 0.85; }
-.rg-key { display: inline-block; width: 1em; height: 0.7em; margin: 0 0.2em 0 0.6em; }
-.rg-key.bar { background: #2563eb; } .rg-key.line { background: #d97706; height: 3px; vertical-align: middle; }
+.rg-key { margin-left: 0.6em; }
+.rg-key.k-bar { color: #2563eb; }
+.rg-key.k-line { color: #d97706; }
 /* end ReAct tab */
 """
 
