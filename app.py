@@ -30,18 +30,22 @@ def build_demo(lm):
             with gr.Tab("Sampling", id="sampling", elem_id="tab-sampling"):
                 sampling_outputs, sampling_restore = sampling_tab.build(lm)
             with gr.Tab("ReAct loop", id="react", elem_id="tab-react"):
-                react_tab.build(lm)
+                react_outputs, react_restore = react_tab.build(lm)
+        choices = {**sampling_tab.LINK_CHOICES, **react_tab.LINK_CHOICES}
 
         def restore(request: gr.Request):
-            """Open the view a deep link describes (?tab=…&prompt=…&temperature=…)."""
+            """Open the view a deep link describes (?tab=…&prompt=…&temperature=… or ?tab=react&task=…)."""
             params = dict(request.query_params) if request is not None else {}
-            link = deeplink.parse(params, sampling_tab.LINK_CHOICES)
+            link = deeplink.parse(params, choices)
             note = "Ignored in the link: " + "; ".join(link.problems) if link.problems else ""
             values = link.values
-            sampling = sampling_restore(values) if values else (gr.skip(),) * len(sampling_outputs)
-            return (gr.Tabs(selected=values.get("tab", "sampling")), render.notice(note), *sampling)
+            tab = values.get("tab", "sampling")
+            sampling = sampling_restore(values) if values and tab == "sampling" else (gr.skip(),) * len(
+                sampling_outputs)
+            react = react_restore(values) if tab == "react" else (gr.skip(),) * len(react_outputs)
+            return (gr.Tabs(selected=tab), render.notice(note), *sampling, *react)
 
-        demo.load(restore, None, [tabs, link_message, *sampling_outputs], api_name=False)
+        demo.load(restore, None, [tabs, link_message, *sampling_outputs, *react_outputs], api_name=False)
     return demo
 
 

@@ -105,3 +105,34 @@ def test_a_bad_link_names_what_it_ignored(browser, app_url):
     expect(page.locator("#link-message")).to_contain_text("temperature='99' is outside", timeout=60_000)
     expect(page.locator("#link-message")).to_contain_text("unknown parameter 'foo'")
     context.close()
+
+
+def test_react_shortcuts_n_b_r(page):
+    page.get_by_role("tab", name="ReAct loop").click()
+    scrub = page.locator("#react-scrub")
+    expect(scrub).to_contain_text("Recorded state 0 of 0")
+    page.locator("#react-pseudocode").click()
+    page.keyboard.press("n")
+    expect(scrub).to_contain_text("Recorded state 1 of 1")
+    page.keyboard.press("b")
+    expect(scrub).to_contain_text("Recorded state 0 of 1")
+    page.keyboard.press("r")
+    expect(page.locator("#react-stop")).to_contain_text("It's 12°C and rainy in Berlin.", timeout=30_000)
+
+
+def test_react_deep_link_opens_the_task_backend_and_mode(browser, app_url):
+    from urllib.parse import urlencode
+
+    task = "In which country was the author of Invisible Cities born? (two-hop search)"
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    page = context.new_page()
+    page.goto(app_url + "?" + urlencode({"tab": "react", "task": task, "backend": "Scripted replay",
+                                          "react_mode": "ReAct", "max_steps": 6}))
+    expect(page.get_by_role("tab", name="ReAct loop")).to_have_attribute("aria-selected", "true", timeout=60_000)
+    expect(page.get_by_role("combobox", name="Task")).to_have_value(task)
+    expect(page.locator("#react-message")).to_contain_text("New run")
+    page.get_by_role("button", name="Next").click()
+    expect(page.locator("#react-history")).to_contain_text("Invisible Cities")
+    page.locator("#tab-react").get_by_role("button", name="Link to this view").click()
+    expect(page.locator("#react-link textarea")).to_have_value(re.compile(r"\?tab=react&task=In\+which"))
+    context.close()

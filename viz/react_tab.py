@@ -33,6 +33,7 @@ from agent.messages import SystemMessage
 from agent.recording import RecordedRun, load_run, record_run, run_from_dict, shipped_runs, tools_of
 from agent.template import Fmt, Mode, system_prompt
 from agent.tools import TOOLS, Tool
+from viz import deeplink
 from viz import react_views as rv
 from viz.charts import message
 
@@ -321,8 +322,15 @@ def save_text(text: str, prefix: str, suffix: str) -> str:
         return f.name
 
 
-def build(lm) -> None:
-    """Lay out the ReAct loop tab for a loaded model and wire its listeners."""
+LINK_CHOICES = {"task": tuple(t for t in TASKS if t != FREE_TEXT), "backend": BACKENDS, "react_mode": tuple(MODES)}
+
+
+def build(lm):
+    """Lay out the ReAct loop tab for a loaded model and wire its listeners.
+
+    Returns (outputs, restore): the components a deep link sets (?tab=react&task=…&backend=…&react_mode=…)
+    and the function computing their values from a parsed link (app.py calls it on page load).
+    """
     run0 = recorded_runs()[TASKS[DEFAULT_TASK]]
     first = start(checked(lm, DEFAULT_TASK, "", SCRIPTED, MODE_LABEL[run0.mode],
                           FMT_LABEL[run0.fmt], False, 0.0, 1.0, 0, 8, lm.context_window, 256, "",
@@ -351,6 +359,9 @@ def build(lm) -> None:
         scrub = gr.Slider(0, 1, value=0, step=1, label="Recorded state 0 of 0", scale=4,
                           min_width=300, elem_id="react-scrub", buttons=[])
         show_tokens = gr.Checkbox(False, label="Token boundaries", min_width=150)
+        link_btn = gr.Button("Link to this view", size="sm", min_width=150, elem_id="react-link-btn")
+        link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="react-link",
+                              min_width=200)
     msg = gr.HTML("", elem_id="react-message", js_on_load=None)
     with gr.Row(equal_height=False):
         with gr.Column(scale=11, min_width=560):
@@ -531,6 +542,39 @@ def build(lm) -> None:
     png_btn.click(on_png, sess, [download, msg])
     json_btn.click(on_export, sess, [download, msg])
     upload.upload(on_load, [upload, sess, show_tokens], [*outs, task, backend, mode, fmt])
+
+    defaults = [DEFAULT_TASK, "", SCRIPTED, MODE_LABEL[run0.mode], FMT_LABEL[run0.fmt], False, 0.0, 1.0, 0,
+                8, lm.context_window, 256, "", ""]
+
+    def on_link(task_, backend_, mode_, temperature_, top_p_, seed_, max_steps_):
+        values = {"tab": "react", "task": task_, "backend": backend_, "react_mode": mode_,
+                  "react_temperature": temperature_, "react_top_p": top_p_, "react_seed": seed_,
+                  "max_steps": max_steps_}
+        link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
+        return deeplink.query(link.values)
+
+    link_btn.click(on_link, [task, backend, mode, temperature, top_p, seed, max_steps], link_box,
+                   api_name="react_link").then(
+        None, link_box, link_box, js="(q) => q.startsWith('?') ? location.origin + location.pathname + q : q")
+
+    def restore(values: dict):
+        """Controls and views for a deep link: the task's run with the linked backend and mode."""
+        ctl = list(defaults)
+        if "task" in values:
+            run = run_for(values["task"], None)
+            ctl[0] = values["task"]
+            if run is not None:
+                ctl[3], ctl[4] = MODE_LABEL[run.mode], FMT_LABEL[run.fmt]
+        ctl[2] = values.get("backend", ctl[2])
+        ctl[3] = values.get("react_mode", ctl[3])
+        ctl[6] = values.get("react_temperature", ctl[6])
+        ctl[7] = values.get("react_top_p", ctl[7])
+        ctl[8] = values.get("react_seed", ctl[8])
+        ctl[9] = values.get("max_steps", ctl[9])
+        out = on_reset(first, False, *ctl)
+        return (ctl[0], ctl[2], ctl[6], ctl[7], ctl[8], ctl[9], *out[:-2], out[-2], out[-1])
+
+    return [task, backend, temperature, top_p, seed, max_steps, *outs, mode, fmt], restore
 
 
 # A presenter's clicker sends PageDown / PageUp: Next / Back while the ReAct tab is shown and no
