@@ -136,3 +136,32 @@ def test_react_deep_link_opens_the_task_backend_and_mode(browser, app_url):
     page.locator("#tab-react").get_by_role("button", name="Link to this view").click()
     expect(page.locator("#react-link textarea")).to_have_value(re.compile(r"\?tab=react&task=In\+which"))
     context.close()
+
+
+def test_sampling_tour_follows_the_lecture_and_sets_the_controls(page):
+    page.get_by_text("Guided tour: softmax").click()
+    page.get_by_role("button", name="Next stop ▶").first.click()
+    expect(page.locator("#sampling-tour")).to_contain_text("1 · Softmax")
+    page.get_by_role("button", name="Next stop ▶").first.click()
+    expect(page.locator("#sampling-tour")).to_contain_text("Temperature → 0")
+    expect(page.get_by_role("slider", name="Temperature")).to_have_value("0.3")
+    for _ in range(4):
+        page.get_by_role("button", name="Next stop ▶").first.click()
+    expect(page.locator("#sampling-tour")).to_contain_text("6 · Constrained decoding")
+    expect(page.locator("#constraint-readout")).to_contain_text("JSON tool call")
+    page.get_by_role("button", name="◀ Previous stop").first.click()
+    expect(page.get_by_role("slider", name="Top-p")).to_have_value("0.9")
+
+
+def test_react_tour_sets_the_task(page):
+    page.get_by_role("tab", name="ReAct loop").click()
+    page.get_by_text("Guided tour: CoT vs ReAct").click()
+    page.locator("#tab-react").get_by_role("button", name="Next stop ▶").click()
+    expect(page.locator("#react-tour")).to_contain_text("CoT vs ReAct")
+    expect(page.get_by_role("combobox", name="Task")).to_have_value(
+        "In which country was the author of Invisible Cities born? (two-hop search)")
+    page.locator("#tab-react").get_by_role("button", name="Next stop ▶").click()
+    page.locator("#tab-react").get_by_role("button", name="Next stop ▶").click()
+    expect(page.locator("#react-tour")).to_contain_text("A validation error")
+    expect(page.get_by_role("combobox", name="Task")).to_have_value(
+        "What's the weather in Paris? (a validation error, repaired)")

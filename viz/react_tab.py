@@ -33,7 +33,7 @@ from agent.messages import SystemMessage
 from agent.recording import RecordedRun, load_run, record_run, run_from_dict, shipped_runs, tools_of
 from agent.template import Fmt, Mode, system_prompt
 from agent.tools import TOOLS, Tool
-from viz import deeplink
+from viz import deeplink, tour
 from viz import react_views as rv
 from viz.charts import message
 
@@ -362,6 +362,13 @@ def build(lm):
         link_btn = gr.Button("Link to this view", size="sm", min_width=150, elem_id="react-link-btn")
         link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="react-link",
                               min_width=200)
+    with gr.Accordion("Guided tour: CoT vs ReAct → a tool call → a validation error → the budget", open=False):
+        with gr.Row(equal_height=False):
+            tour_md = gr.Markdown("Press **Next stop** to begin.", elem_id="react-tour")
+            with gr.Column(scale=0, min_width=220):
+                tour_prev = gr.Button("◀ Previous stop", size="sm")
+                tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
+    tour_at = gr.State(-1)
     msg = gr.HTML("", elem_id="react-message", js_on_load=None)
     with gr.Row(equal_height=False):
         with gr.Column(scale=11, min_width=560):
@@ -542,6 +549,19 @@ def build(lm):
     png_btn.click(on_png, sess, [download, msg])
     json_btn.click(on_export, sess, [download, msg])
     upload.upload(on_load, [upload, sess, show_tokens], [*outs, task, backend, mode, fmt])
+
+    def on_tour(delta, at, s: Session, show_tokens, *ctl):
+        """Go to a stop of the ReAct tour: its task starts a new run, and its text is shown."""
+        i = max(0, min(len(tour.REACT_TOUR) - 1, int(at) + delta))
+        ctl = list(ctl)
+        ctl[0] = tour.REACT_TOUR[i].settings["task"]
+        ctl[2] = SCRIPTED
+        out = on_task(s, show_tokens, *ctl)
+        return (tour.stop_markdown(tour.REACT_TOUR, i), i, ctl[0], SCRIPTED, *out)
+
+    tour_outs = [tour_md, tour_at, task, backend, task_text, mode, fmt, *outs]
+    tour_next.click(lambda *a: on_tour(1, *a), [tour_at, sess, show_tokens, *controls], tour_outs, api_name=False)
+    tour_prev.click(lambda *a: on_tour(-1, *a), [tour_at, sess, show_tokens, *controls], tour_outs, api_name=False)
 
     defaults = [DEFAULT_TASK, "", SCRIPTED, MODE_LABEL[run0.mode], FMT_LABEL[run0.fmt], False, 0.0, 1.0, 0,
                 8, lm.context_window, 256, "", ""]

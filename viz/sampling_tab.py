@@ -13,7 +13,7 @@ import gradio as gr
 from agent import continuation as cont
 from agent import enforcing, sampling, topn
 from agent.constraints import PRESETS, ConstraintViolation, Grammar, GrammarError
-from viz import charts, deeplink
+from viz import charts, deeplink, tour
 
 EXAMPLES = {
     "A fact: The capital of France is": ("The capital of France is", False),
@@ -122,6 +122,13 @@ def build(lm):
     with gr.Accordion("The exact string sent to the model", open=False):
         prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string", interactive=False)
 
+    with gr.Accordion("Guided tour: softmax → temperature → top-k → top-p → constrained decoding", open=False):
+        with gr.Row(equal_height=False):
+            tour_md = gr.Markdown("Press **Next stop** to begin.", elem_id="sampling-tour")
+            with gr.Column(scale=0, min_width=220):
+                tour_prev = gr.Button("◀ Previous stop", size="sm")
+                tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
+    tour_at = gr.State(-1)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=360):
             temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature")
@@ -383,6 +390,28 @@ def build(lm):
     asking_run = ask_btn.click(on_asking, [n_runs, state, *sliders], [asking, msg], concurrency_limit=1,
                                api_name="asking")
     stop_btn.click(None, None, None, cancels=[asking_run])
+
+    def on_tour(delta, at, c, text, mode_, *ctl):
+        """Go to the next or previous stop: its settings (accumulated from the first stop) and text."""
+        i = max(0, min(len(tour.SAMPLING_TOUR) - 1, int(at) + delta))
+        settings = {}
+        for stop in tour.SAMPLING_TOUR[: i + 1]:
+            settings.update(stop.settings)
+        if "example" in settings:
+            text, chat = EXAMPLES[settings["example"]]
+            mode_ = PROMPT_MODES[int(chat)]
+        ctl = [settings.get(k, v) for k, v in zip(("temperature", "top_k", "top_p", "min_p"), ctl[:4], strict=True)]
+        ctl += [20, "Linear"]
+        name = settings.get("constraint", NO_CONSTRAINT)
+        try:
+            new = cont.start(lm, text, mode_ == PROMPT_MODES[1], c.seed, PRESETS.get(name))
+        except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
+            return (gr.skip(),) * 9 + failed(exc)
+        return (tour.stop_markdown(tour.SAMPLING_TOUR, i), i, text, mode_, *ctl[:4], name, *refresh(new, *ctl))
+
+    tour_outs = [tour_md, tour_at, prompt, mode, temperature, top_k, top_p, min_p, constraint, *outs]
+    tour_next.click(lambda *a: on_tour(1, *a), [tour_at, state, prompt, mode, *sliders], tour_outs, api_name=False)
+    tour_prev.click(lambda *a: on_tour(-1, *a), [tour_at, state, prompt, mode, *sliders], tour_outs, api_name=False)
 
     def on_link(text, mode_, t, k, p, m, constraint_name, s):
         values = {"tab": "sampling", "prompt": text if len(str(text)) <= deeplink.MAX_PROMPT_CHARS else None,

@@ -1,0 +1,79 @@
+"""Guided walkthroughs that follow the lecture's order: each stop sets the controls and shows two
+lines of the lecture's own text. Data only; the tabs apply a stop to their controls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Stop:
+    title: str
+    lecture: str  # two lines of the lecture's text (its section in brackets)
+    settings: dict = field(default_factory=dict)  # control name → value
+    action: str = ""  # what to do now, in the page's words
+
+
+SAMPLING_TOUR = (
+    Stop("1 · Softmax",
+         "The softmax function converts the scores that the network computes for the tokens of the vocabulary "
+         "into a probability distribution. Every entry of the softmax is positive and the entries sum to 1. "
+         "[Sampling: From Logits to a Token]",
+         {"example": "A fact: The capital of France is", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+          "min_p": 0.0, "constraint": "None"},
+         "The bars and 'all other tokens' add up to 100 %. Press Sample."),
+    Stop("2 · Temperature → 0",
+         "Temperature scaling divides the logits by a parameter T > 0 before the softmax. T → 0⁺: all "
+         "probability mass is on argmax z_i → greedy / deterministic. [Temperature Scaling]",
+         {"temperature": 0.3}, "Drag Temperature to 0: greedy, no softmax and no draw."),
+    Stop("3 · Temperature → ∞",
+         "T = 1: the model's native distribution. T → ∞: → uniform (maximally random). "
+         "[Temperature Scaling]",
+         {"temperature": 2.5}, "Watch the entropy and the effective number of tokens grow."),
+    Stop("4 · Top-k",
+         "Top-k keeps the k most probable tokens, sets the others to zero and renormalises. The number of kept "
+         "tokens is fixed, so k does not follow the shape of the distribution. [Truncated Sampling]",
+         {"temperature": 1.0, "top_k": 2, "top_p": 1.0},
+         "Open 'Your own numbers': 0.4, 0.3 become 0.57, 0.43."),
+    Stop("5 · Top-p",
+         "Top-p keeps the smallest set of tokens whose cumulative probability is ≥ p — the nucleus — and "
+         "renormalises. The size of the nucleus is adaptive. [Truncated Sampling]",
+         {"top_k": 0, "top_p": 0.9}, "The dashed line is p; the token that crosses it stays."),
+    Stop("6 · Constrained decoding",
+         "A prompt changes probabilities; a mask removes tokens. Constrained decoding assigns a malformed "
+         "continuation the probability zero, so that it cannot be sampled. [Constrained Decoding]",
+         {"example": "A tool-call request (try Constraint: JSON tool call)", "temperature": 1.0, "top_k": 0,
+          "top_p": 1.0, "constraint": "JSON tool call"},
+         "Press Greedy until the call is complete; then run Asking vs enforcing."),
+)
+
+REACT_TOUR = (
+    Stop("1 · CoT vs ReAct",
+         "CoT improves the reasoning, but the model writes the entire chain before any step is executed: CoT is "
+         "open-loop. ReAct extends chain-of-thought to a closed loop. [Open-Loop vs. Closed-Loop]",
+         {"task": "In which country was the author of Invisible Cities born? (two-hop search)"},
+         "Press Next: each Thought is followed by an Action and its Observation."),
+    Stop("2 · A tool call",
+         "The model replies with response.tool_calls — a list of {id, name, arguments}. The runtime parses the "
+         "call, validates it, executes the function and returns the result with the matching tool_call_id. "
+         "[Function Calling]",
+         {"task": "What's the weather in Berlin? (the lecture's trace)"},
+         "Press Next: lines 1, 3–5, then 6–8 run get_weather(city=\"Berlin\")."),
+    Stop("3 · A validation error",
+         "A validation failure is returned to the model as a tool result; it is not raised to the user as an "
+         "exception. The model observes its mistake and can repair the call. [Error Recovery in the Loop]",
+         {"task": "What's the weather in Paris? (a validation error, repaired)"},
+         "Press Next until the ERROR tool result appears, then once more."),
+    Stop("4 · The budget",
+         "Because the model is stateless, the whole context is assembled and sent again with every call. "
+         "Each token therefore adds latency and cost at every turn, not once. [The Context Budget]",
+         {"task": "What's the weather in Berlin and in Paris? (two calls, two ids)"},
+         "Press Run to end: watch the budget bar and the growth chart."),
+)
+
+
+def stop_markdown(tour: tuple[Stop, ...], i: int) -> str:
+    """The panel text for stop i of a tour."""
+    s = tour[i]
+    return f"**{s.title}** ({i + 1} of {len(tour)})\n\n> {s.lecture}\n\n{s.action}"
