@@ -10,6 +10,11 @@ What it knows: three ways to answer one model call —
                    template, then token by token by agent.generation (agent.sampling, optionally
                    masked by a grammar from agent.constraints), streamed through on_token; it
                    stops at EOS / <|im_end|>, a stop sequence, max_new_tokens or a time limit.
+                   With settings.constrained, the native format's whole assistant turn follows
+                   `turn_grammar`: the first model call of a task must be a tool call (OpenAI's
+                   tool_choice "required"), later calls a tool call or free text ("auto"); either
+                   way every call parses and matches a tool's schema, and the loop still decides
+                   "no tool call → final answer" (line 5).
   OpenAIBackend    an OpenAI-compatible server (Ollama, vLLM, llama.cpp's server): POST
                    {base_url}/v1/chat/completions with messages + native `tools`, stdlib urllib
                    only; the server's token usage is kept. A refused connection, a timeout, an
@@ -32,11 +37,13 @@ from dataclasses import asdict, dataclass, fields
 from typing import Protocol
 
 from agent.budget import Usage
-from agent.messages import AssistantMessage, ToolCall
+from agent.messages import AssistantMessage, Origin, ToolCall, ToolResultMessage, UserMessage
 from agent.template import Fmt, Prompt, render_prompt, stop_sequences, wire_messages
+from agent.tools import Tool
 
 OnToken = Callable[[str], None]
 END_OF_TURN = "<|im_end|>"
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 
 class BackendError(Exception):
@@ -55,7 +62,7 @@ class Settings:
     top_p: float = 1.0
     min_p: float = 0.0
     seed: int = 0
-    constrained: bool = False  # LocalBackend: mask tokens by a tool-call grammar
+    constrained: bool = False  # LocalBackend: mask tokens by the turn's grammar (turn_grammar)
     timeout_s: float = 60.0  # wall-clock limit of one model call
 
     def to_dict(self) -> dict:
@@ -164,22 +171,78 @@ class LocalBackend:
             raise BackendError(f"{e.__class__.__name__}: {e}") from e
         reason = _FINISH_REASONS.get(out.stop_reason, "stop")
         stream.update(out.text)
-        text = stream.finish() + (closing if reason == "stop" else "")
+        text = stream.finish()
+        if closing and reason == "stop" and _open_call(text):  # the grammar ended inside the call
+            text += closing
+            if on_token is not None:
+                on_token(closing)
         return BackendReply(text, None, usage=Usage(len(ids), len(out.ids), "model"), finish_reason=reason)
 
     @staticmethod
     def _grammar(prompt: Prompt, settings: Settings):
-        """(forced prefix, closing text, Grammar or None). Native: the runtime writes <tool_call>
-        itself and the grammar forces the JSON call after it; react: the grammar's Thought /
-        Action {json} / Final Answer format, which parse_reply also reads."""
+        """(forced prefix, closing text, Grammar or None) for this call. Native: `turn_grammar`,
+        whose call ends with its JSON; the runtime writes the </tool_call> after it. React: the
+        Thought / Action {json} / Final Answer format of agent.constraints, which parse_reply reads."""
         if not settings.constrained or not prompt.tools:
             return "", "", None
-        from agent.constraints import react_format_grammar, tool_call_grammar
-
-        schemas = [t.schema() for t in prompt.tools]
         if Fmt(prompt.fmt) == Fmt.REACT:
-            return "", "", react_format_grammar(schemas)
-        return "<tool_call>", "</tool_call>", tool_call_grammar(schemas)
+            from agent.constraints import react_format_grammar
+
+            return "", "", react_format_grammar([t.schema() for t in prompt.tools])
+        return "", TOOL_CALL_CLOSE, turn_grammar(prompt.tools, call_required=not observed(prompt))
+
+
+def observed(prompt: Prompt) -> bool:
+    """Whether a tool result came back since the user's last message (the runtime's own "ERROR:
+    could not parse" notes do not count as the user's): False for the first model call of a task.
+
+    >>> from agent.messages import UserMessage, ToolResultMessage
+    >>> observed(Prompt((UserMessage("q"),))), observed(Prompt((UserMessage("q"), ToolResultMessage("call_1", "12°C"))))
+    (False, True)
+    """
+    for m in reversed(prompt.messages):
+        if isinstance(m, ToolResultMessage):
+            return True
+        if isinstance(m, UserMessage) and m.origin == Origin.USER:
+            return False
+    return False
+
+
+# The whole assistant turn of the native format, as one Lark grammar: an optional one-line thought
+# (the lecture's t_k; no "<" in it, so no half-written tag), then the action a_k: a call whose JSON
+# matches one tool's schema — or, once a tool result is in, free text: the final answer. The text
+# may not contain "<tool_call" (every call is a whole, valid one) nor start with "Thought" (a
+# thought is followed by a call or by "Answer:", so that parse_reply can tell the two apart).
+_TURN_RULES = {
+    True: 'start: thought? call',  # the first call of a task: an action is required
+    False: 'start: thought? (call | "Answer:" TEXT) | TEXT',  # later: an action or the answer
+}
+_TURN_LEXEMES = (
+    'thought: "Thought:" THOUGHT "\\n"',
+    'THOUGHT: / [^\\n<]+/',
+    'TEXT: /(.|\\n)+/ & ~/(.|\\n)*<tool_call(.|\\n)*/ & ~/\\s*Thought(.|\\n)*/',
+)
+
+
+def turn_grammar(tools: Sequence[Tool], call_required: bool):
+    """The grammar of one native assistant turn (agent.constraints.Grammar, kind "lark").
+
+    call_required=True — the first model call of a task: "Thought: …" (optional) and a tool call.
+    Without it a small model answers from its parametric memory (SmolLM2-135M: "22°C, sunny").
+    call_required=False — after a tool result: a tool call, or free text that the loop returns
+    as the final answer (line 5: no tool calls → return response.text). The call is left open
+    (`<tool_call>{…}`); LocalBackend writes the closing tag.
+    """
+    from agent.constraints import JSON_FORMAT, Grammar, tool_call_schema
+
+    schema = json.dumps({"x-guidance": JSON_FORMAT, **tool_call_schema([t.schema() for t in tools])})
+    lines = (_TURN_RULES[call_required], f'call: "{TOOL_CALL_OPEN}" %json {schema}', *_TURN_LEXEMES)
+    name = "tool call" if call_required else "tool call or answer"
+    return Grammar("lark", "\n".join(lines) + "\n", name)
+
+
+def _open_call(text: str) -> bool:
+    return text.rfind(TOOL_CALL_OPEN) > text.rfind(TOOL_CALL_CLOSE)
 
 
 _FINISH_REASONS = {"max new tokens": "length", "time limit": "time"}  # agent.generation → OpenAI words

@@ -41,7 +41,7 @@ from agent import loop
 from agent.backends import BackendReply, ScriptedBackend, Settings
 from agent.budget import Usage
 from agent.loop import State, StopReason, new_state
-from agent.messages import Message, history_from_dicts, history_to_dicts
+from agent.messages import Message, SystemMessage, history_from_dicts, history_to_dicts
 from agent.template import Fmt, Mode
 from agent.tools import TOOLS, Tool
 from agent.validation import DEFAULT_POLICY, Policy
@@ -116,11 +116,19 @@ def tools_of(run: RecordedRun, tools: tuple[Tool, ...] = TOOLS) -> tuple[Tool, .
     return tuple(by_name[n] for n in run.tools)
 
 
+def start_state(run: RecordedRun, settings=None) -> State:
+    """The state before line 1 of a recorded run, with the system prompt it was recorded with
+    (its replies were written for that prompt, even if the default prompt has changed since)."""
+    first = run.history[0] if run.history else None
+    system = first.content if isinstance(first, SystemMessage) else None
+    return new_state(run.user_input, run.mode, run.fmt, settings or run.settings, system=system)
+
+
 def replay_start(run: RecordedRun, tokenizer=None, context_window: int | None = None
                  ) -> tuple[State, ScriptedBackend]:
     """The state before line 1 and the backend that replays the recording."""
     backend = ScriptedBackend(run.replies, tokenizer=tokenizer, context_window=context_window)
-    return new_state(run.user_input, run.mode, run.fmt, run.settings), backend
+    return start_state(run), backend
 
 
 def replay(run: RecordedRun, tools: tuple[Tool, ...] = TOOLS, tokenizer=None,

@@ -44,14 +44,19 @@ CATEGORIES = ("system", "tools", "user", "thought", "tool_call", "assistant_text
               "template")
 GENERATION_PROMPT = "generation prompt"
 
+# The native prompts are worded for the bundled 135M model, which follows few instructions: it
+# answers "What's the weather in Berlin?" from its parametric memory ("22°C, sunny") unless told it
+# cannot know such facts, and after the tool result it paraphrases it away ("quite rainy") unless
+# told to repeat it word for word. Measured with constrained decoding at T = 0 (bench/bench_agent.py).
+_NEEDS_TOOLS = "You cannot know current facts such as the weather, nor compute exactly: call a tool to get them."
+_ANSWER_RULE = ("Then answer in one short sentence that repeats the tool result word for word. Write the "
+                "answer as plain text without a tool call.")
 SYSTEM_PROMPTS = {
     (Mode.REACT, Fmt.NATIVE): (
-        'You are a helpful assistant. Work step by step. Before each tool call, write one line that '
-        'starts with "Thought:" and says what you need and why. When you know the answer, write it '
-        'as plain text without a tool call.'),
-    (Mode.ACT, Fmt.NATIVE): (
-        "You are a helpful assistant. Call a tool when you need information. When you know the "
-        "answer, write it as plain text without a tool call. Do not explain your reasoning."),
+        f"You are a helpful assistant. {_NEEDS_TOOLS} Before each tool call, write one line that "
+        f'starts with "Thought:" and says what you need and why. {_ANSWER_RULE}'),
+    (Mode.ACT, Fmt.NATIVE): (f"You are a helpful assistant. {_NEEDS_TOOLS} {_ANSWER_RULE} Do not "
+                             "explain your reasoning."),
     (Mode.REACT, Fmt.REACT): (
         "Solve the task with interleaved Thought, Action and Observation steps. Thought reasons "
         "about what to do next. Action calls one tool as tool[argument]; its result comes back as "

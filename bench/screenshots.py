@@ -71,8 +71,12 @@ def main() -> int:
                     page.get_by_role("button", name="Dark").click()
                 suffix = "-dark" if dark else ""
                 sampling_scene(page)
+                page.evaluate("window.scrollTo(0, 0)")
+                page.wait_for_timeout(300)
                 page.screenshot(path=str(out / f"sampling-tab{suffix}.png"))
                 react_scene(page)
+                page.evaluate("window.scrollTo(0, 0)")
+                page.wait_for_timeout(300)
                 page.screenshot(path=str(out / f"react-tab{suffix}.png"))
                 page.close()
                 print(f"wrote docs/sampling-tab{suffix}.png, docs/react-tab{suffix}.png")

@@ -30,7 +30,15 @@ from agent import loop
 from agent.backends import BackendReply, LocalBackend, OpenAIBackend, ScriptedBackend, Settings
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
 from agent.messages import SystemMessage
-from agent.recording import RecordedRun, load_run, record_run, run_from_dict, shipped_runs, tools_of
+from agent.recording import (
+    RecordedRun,
+    load_run,
+    record_run,
+    run_from_dict,
+    shipped_runs,
+    start_state,
+    tools_of,
+)
 from agent.template import Fmt, Mode, system_prompt
 from agent.tools import TOOLS, Tool
 from viz import deeplink, tour
@@ -182,7 +190,7 @@ def start(c: Controls, loaded: RecordedRun | None = None) -> Session:
         if run is None:
             raise ValueError("Scripted replay replays a recorded run: choose a recorded task, or "
                              "the Local model for your own text.")
-        state = loop.new_state(run.user_input, run.mode, run.fmt, c.settings)
+        state = start_state(run, c.settings)
         spec = BackendSpec(SCRIPTED, run.replies)
         return Session((state,), 0, tools_of(run), spec, run.title, loaded)
     user_input = run.user_input if run else c.user_input
@@ -233,7 +241,7 @@ def load_session(path: str, lm) -> Session:
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"Not a run this tab can replay: {e.__class__.__name__}: {e}") from None
     run = replace(run, settings=settings, title=str(run.title or p.stem)[:120])
-    state = loop.new_state(run.user_input, run.mode, run.fmt, settings)
+    state = start_state(run, settings)
     return Session((state,), 0, tools, BackendSpec(SCRIPTED, run.replies), run.title, run)
 
 
@@ -333,7 +341,7 @@ def build(lm):
     """
     run0 = recorded_runs()[TASKS[DEFAULT_TASK]]
     first = start(checked(lm, DEFAULT_TASK, "", SCRIPTED, MODE_LABEL[run0.mode],
-                          FMT_LABEL[run0.fmt], False, 0.0, 1.0, 0, 8, lm.context_window, 256, "",
+                          FMT_LABEL[run0.fmt], True, 0.0, 1.0, 0, 8, lm.context_window, 256, "",
                           ""))
     pseudo0, history0, template0, budget0, growth0, stop0 = html_views(first, lm, False)
     sess = gr.State(first)
@@ -344,7 +352,7 @@ def build(lm):
         mode = gr.Dropdown(list(MODES), value=MODE_LABEL[run0.mode], label="Mode", scale=1,
                            min_width=130)
         fmt = gr.Dropdown(list(FORMATS), value=FMT_LABEL[run0.fmt], label="Output format", scale=2)
-        constrained = gr.Checkbox(False, label="Constrained tool calls", scale=1, min_width=160)
+        constrained = gr.Checkbox(True, label="Constrained tool calls", scale=1, min_width=160)
     with gr.Row(visible=False) as server_row:
         url = gr.Textbox(label="Server URL", placeholder="http://127.0.0.1:11434/v1",
                          max_length=500)
@@ -563,7 +571,7 @@ def build(lm):
     tour_next.click(lambda *a: on_tour(1, *a), [tour_at, sess, show_tokens, *controls], tour_outs, api_name=False)
     tour_prev.click(lambda *a: on_tour(-1, *a), [tour_at, sess, show_tokens, *controls], tour_outs, api_name=False)
 
-    defaults = [DEFAULT_TASK, "", SCRIPTED, MODE_LABEL[run0.mode], FMT_LABEL[run0.fmt], False, 0.0, 1.0, 0,
+    defaults = [DEFAULT_TASK, "", SCRIPTED, MODE_LABEL[run0.mode], FMT_LABEL[run0.fmt], True, 0.0, 1.0, 0,
                 8, lm.context_window, 256, "", ""]
 
     def on_link(task_, backend_, mode_, temperature_, top_p_, seed_, max_steps_):
