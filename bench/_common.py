@@ -10,7 +10,14 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -135,3 +142,57 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[obje
     print(f"## {title}\n")
     print(markdown_table(columns, rows))
     print()
+
+
+# --- the app as a subprocess, for the benchmarks that time it from outside ----------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(port: int, log: Path, extra_env: dict[str, str] | None = None,
+              ready_timeout_s: float = 240.0) -> subprocess.Popen:
+    """`python app.py` on 127.0.0.1:port in its own process group, once /gradio_api/info answers.
+
+    $REACT_LAB_CACHE passes through the environment. Raises RuntimeError with the end of the log
+    when the app exits or does not answer in time (and stops it).
+    """
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", **(extra_env or {}))
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    deadline = time.monotonic() + ready_timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/gradio_api/info", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.2)
+    code = proc.poll()
+    stop_app(proc)
+    tail = log.read_text(errors="replace")[-2000:]
+    why = f"exited with code {code}" if code is not None else f"did not answer within {ready_timeout_s:.0f} s"
+    raise RuntimeError(f"the app {why}; the end of its log:\n{tail}")
+
+
+def stop_app(proc: subprocess.Popen) -> None:
+    """SIGTERM the app's process group, then SIGKILL whatever is left after 10 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -36,7 +36,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import header, median, ms, p95, print_table, secs  # noqa: E402
+from _common import free_port, header, median, ms, p95, print_table, secs, stop_app  # noqa: E402
 
 from app import QUEUE_SIZE  # noqa: E402 — app.py imports nothing heavy at module level
 
@@ -264,12 +263,6 @@ def react_run(client, tally: Tally) -> list:
     return [o[5] for o in outputs if len(o) > 5]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(port: int, log: Path) -> subprocess.Popen:
     """`python app.py` in its own process group; $REACT_LAB_CACHE passes through the environment."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False")
@@ -288,19 +281,6 @@ def wait_ready(proc: subprocess.Popen, url: str) -> bool:
         except OSError:
             time.sleep(0.5)
     return False
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group, SIGKILL whatever is left after 10 s."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=10)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def status_kib(pid: int, key: str) -> int:
@@ -441,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def hard_stop() -> None:  # the last resort: nothing outlives HARD_LIMIT_S
         print(f"\nhard time limit of {HARD_LIMIT_S} s reached: server killed", flush=True)
-        stop_server(proc)
+        stop_app(proc)
         os._exit(124)
 
     watchdog = threading.Timer(HARD_LIMIT_S, hard_stop)
@@ -460,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         memory["rss_after"] = status_kib(proc.pid, "VmRSS")
         alive = proc.poll() is None
     finally:
-        stop_server(proc)
+        stop_app(proc)
     times["total"] = time.perf_counter() - t_start
     header(f"Class load: {args.sessions} Sampling + {args.react_sessions} ReAct sessions at once")
     print(f"Server: `python app.py` on {url} (queue {QUEUE_SIZE}, default concurrency 4), "

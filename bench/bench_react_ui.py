@@ -21,21 +21,16 @@ Figures only: nothing here asserts on a timing; a shared 2-core machine makes ev
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import header, median, ms, p95, print_table  # noqa: E402
+from _common import free_port, header, median, ms, p95, print_table, start_app, stop_app  # noqa: E402
 
 from agent import loop  # noqa: E402
 from viz import react_tab  # noqa: E402
@@ -75,43 +70,6 @@ HARNESS_JS = """() => {
 }"""
 COUNTS_JS = ("() => [window.__rb.clicks.length, window.__rb.changes.length, "
              "window.__rb.frames.length]")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app(port: int, log: Path) -> subprocess.Popen:
-    """`python app.py` in its own process group, once its API answers."""
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False")
-    with open(log, "wb") as out:
-        command = [sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)]
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/gradio_api/info", timeout=2):
-                return proc
-        except OSError:
-            time.sleep(0.3)
-    stop_app(proc)
-    raise RuntimeError(f"the app did not answer within {READY_TIMEOUT_S} s; see {log}")
-
-
-def stop_app(proc: subprocess.Popen) -> None:
-    """SIGTERM the app's process group (it was started in its own), SIGKILL what is left."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=10)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def server_rows(lm, runs: int) -> list[list[object]]:

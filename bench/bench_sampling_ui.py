@@ -29,14 +29,9 @@ What it does not know: model speed (bench_model.py), grammar cost (bench_constra
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import header, median, ms, p95, print_table  # noqa: E402
+from _common import free_port, header, median, ms, p95, print_table, start_app, stop_app  # noqa: E402
 
 from agent import continuation as cont  # noqa: E402
 from agent import sampling, topn  # noqa: E402
@@ -150,48 +145,6 @@ SETTLED_JS = """([n, quiet]) => { const B = window.__rl, now = performance.now()
   const lastIn = B.inputs[B.inputs.length - 1] || 0, lastCh = B.changes[B.changes.length - 1] || 0;
   return B.inputs.length >= n && now - lastIn > quiet && now - lastCh > quiet; }"""
 COUNTS_JS = "() => [window.__rl.inputs.length, window.__rl.changes.length, window.__rl.frames.length]"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app(port: int, log: Path, extra_env: dict[str, str]) -> subprocess.Popen:
-    """`python app.py` in its own process group, waiting until its API answers."""
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", **extra_env)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/gradio_api/info", timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.2)
-    code = proc.poll()
-    stop_app(proc)
-    tail = log.read_text(errors="replace")[-2000:]
-    why = f"exited with code {code}" if code is not None else f"did not answer within {READY_TIMEOUT_S} s"
-    raise RuntimeError(f"the app {why}; the end of its log:\n{tail}")
-
-
-def stop_app(proc: subprocess.Popen) -> None:
-    """SIGTERM the app's process group, SIGKILL what is left after 10 s."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=10)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 @dataclass(frozen=True)

