@@ -256,3 +256,25 @@ def test_a_local_model_run_reaches_a_stop_reason_without_error(page):
                                                "no parsable output twice in a row")
     assert int(page.locator("#react-growth .rg").get_attribute("data-calls")) == 1
     no_error(page)
+
+
+def test_html_in_a_tool_call_and_its_tool_result_is_shown_as_text_and_never_runs(page, tmp_path):
+    """A loaded run whose model asks the weather of an HTML 'city': the call, the tool's error that
+    quotes it, and the template string all show it as text; no script runs."""
+    run = json.loads((__import__("pathlib").Path(__file__).parents[1] / "assets/runs/berlin-weather.json")
+                     .read_text(encoding="utf-8"))
+    run["title"] = "hostile city"
+    run["replies"][0]["tool_calls"][0]["function"]["arguments"] = json.dumps({"city": EVIL})
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(run), encoding="utf-8")
+    open_tab(page)
+    with page.expect_file_chooser() as chooser:
+        page.get_by_role("button", name="Load a run (JSON)").click()
+    chooser.value.set_files(str(path))
+    expect(page.locator("#react-message")).to_contain_text("Loaded")
+    page.get_by_role("button", name="Run to end", exact=True).click()
+    expect(page.locator("#react-stop")).to_contain_text("final answer", timeout=30_000)
+    expect(page.locator("#react-history")).to_contain_text('onerror="window.__p=1"')
+    assert page.evaluate("() => [window.__p, window.__q]") == [None, None]
+    assert page.locator("#react-history img, #react-template img").count() == 0
+    assert not page.js_errors
