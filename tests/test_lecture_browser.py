@@ -20,7 +20,9 @@ def tokens(page) -> str:
 
 def test_body_text_is_at_least_22px_in_lecture_mode_and_smaller_at_the_desk(page):
     size = lambda: float(page.evaluate("() => getComputedStyle(document.body).fontSize").rstrip("px"))
-    prose = page.evaluate("() => getComputedStyle(document.querySelector('#tab-sampling p')).fontSize")
+    paragraph = page.locator("#tab-sampling .explain p").first
+    paragraph.wait_for()  # Markdown renders after the tab itself
+    prose = paragraph.evaluate("(p) => getComputedStyle(p).fontSize")
     assert size() >= 22 and float(prose.rstrip("px")) >= 22
     page.get_by_role("button", name="Desk mode").click()
     assert size() < 22
