@@ -114,7 +114,7 @@ GRAMMARS = [
 @pytest.mark.parametrize("name, kind, source, message", GRAMMARS, ids=[g[0] for g in GRAMMARS])
 def test_malformed_grammars_show_the_library_message_and_keep_the_previous_one(client, name, kind, source, message):
     ok = client.predict("yes / no / maybe", *SLIDERS, api_name="/constraint")
-    assert "yes / no / maybe" in ok[3]  # the constraint readout (after the accordion output)
+    assert "yes / no / maybe" in ok[2]  # the constraint readout
     try:
         out = client.predict(kind, source, *SLIDERS, api_name="/apply_grammar")
     except AppError:
@@ -177,3 +177,11 @@ def test_sessions_never_see_each_other(app_url):
     b_out = b.predict(*SLIDERS, api_name="/greedy")
     assert 'data-text=" Paris"' in a_out[4]
     assert "Once upon a time" in b_out[4] and "France" not in b_out[4]
+
+
+def test_choosing_custom_opens_the_editor_and_keeps_the_view(client):
+    out = client.predict("Custom…", *SLIDERS, api_name="/constraint")
+    assert "Write a grammar below" in out[MSG] and 'class="ntc' in out[0]
+    out = client.predict("Regular expression", "[0-9]{3}", *SLIDERS, api_name="/apply_grammar")
+    assert "Constraint on: Custom" in out[MSG]
+    assert "allowed tokens" in out[2]

@@ -319,15 +319,12 @@ def build(lm):
 
     def on_constraint(name, c, *ctl):
         if name == CUSTOM:
-            return (gr.Accordion(open=True), *failed_or_keep(c, ctl, "Write a grammar below and press Apply grammar."))
+            return (gr.Accordion(open=True), *refresh(c, *ctl, note="Write a grammar below and press Apply grammar."))
         if name == NO_CONSTRAINT:
             return (gr.skip(), *set_grammar(None, c, *ctl))
         if name not in PRESETS:
             return (gr.skip(), *failed(ValueError(f"Unknown constraint {name!r}")))
         return (gr.skip(), *set_grammar(PRESETS[name], c, *ctl))
-
-    def failed_or_keep(c, ctl, note):
-        return refresh(c, *ctl, note=note)
 
     def on_apply(kind_label, text, c, *ctl):
         kinds = {v: k for k, v in KIND_LABELS.items()}
