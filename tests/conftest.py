@@ -85,6 +85,7 @@ def page(browser, app_url, request, tmp_path_factory):
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
     pg.goto(app_url)
     pg.get_by_role("tab", name="Sampling").wait_for(timeout=30_000)
+    pg.locator("#rl-help").wait_for(state="attached", timeout=30_000)  # the page's own JS (shortcuts) ran
     pg.js_errors = errors
     yield pg
     failed = getattr(request.node, "rep_call", None)

@@ -141,7 +141,7 @@ def test_react_deep_link_opens_the_task_backend_and_mode(browser, app_url):
 
 
 def test_sampling_tour_follows_the_lecture_and_sets_the_controls(page):
-    page.get_by_text("Guided tour: softmax").click()
+    page.locator("#tab-sampling").get_by_text("Guided tour (lecture order)").click()
     page.get_by_role("button", name="Next stop ▶").first.click()
     expect(page.locator("#sampling-tour")).to_contain_text("1 · Softmax")
     page.get_by_role("button", name="Next stop ▶").first.click()

@@ -104,7 +104,7 @@ def build(lm):
 
     state = gr.State(first)
     gr.Markdown(
-        "### Sampling: from logits to a token\nThe model outputs one logit $z_i$ per token of its "
+        "**Sampling: from logits to a token.** The model outputs one logit $z_i$ per token of its "
         f"{lm.vocab_size:,}-token vocabulary; softmax turns them into $P(W_t\\mid W_{{1:t-1}})$; "
         "a sampling rule picks the next token.",
         latex_delimiters=LATEX,
@@ -112,25 +112,25 @@ def build(lm):
     with gr.Row(equal_height=False):
         with gr.Column(scale=6):
             prompt = gr.Textbox(
-                label="Prompt", value=first.prompt, lines=2, max_lines=6, max_length=cont.MAX_PROMPT_CHARS
+                label="Prompt", value=first.prompt, lines=1, max_lines=6, max_length=cont.MAX_PROMPT_CHARS
             )
-        with gr.Column(scale=3, min_width=300):
+            with gr.Accordion("The exact string sent to the model", open=False):
+                prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string",
+                                        interactive=False)
+        with gr.Column(scale=2, min_width=260):
             mode = gr.Radio(list(PROMPT_MODES), value=PROMPT_MODES[0], label="Send the prompt as")
+        with gr.Column(scale=3, min_width=300):
             example = gr.Dropdown(list(EXAMPLES), value=DEFAULT_EXAMPLE, label="Example prompts")
-        with gr.Column(scale=1, min_width=160):
             run = gr.Button("Run prompt", variant="primary", elem_id="run-prompt")
-    with gr.Accordion("The exact string sent to the model", open=False):
-        prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string", interactive=False)
-
-    with gr.Accordion("Guided tour: softmax → temperature → top-k → top-p → constrained decoding", open=False):
-        with gr.Row(equal_height=False):
-            tour_md = gr.Markdown("Press **Next stop** to begin.", elem_id="sampling-tour")
-            with gr.Column(scale=0, min_width=220):
-                tour_prev = gr.Button("◀ Previous stop", size="sm")
-                tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
     tour_at = gr.State(-1)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=360):
+            with gr.Accordion("Guided tour (lecture order)", open=False):
+                tour_md = gr.Markdown("Press **Next stop** to begin: softmax → temperature → top-k → top-p → "
+                                      "constrained decoding.", elem_id="sampling-tour")
+                with gr.Row():
+                    tour_prev = gr.Button("◀ Previous stop", size="sm")
+                    tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
             temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature")
             gr.Markdown(EXPLAIN["temperature"], latex_delimiters=LATEX, elem_classes="explain")
             top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k")

@@ -38,7 +38,10 @@ body { font-size: var(--body-text-size); }
   border: 1px solid currentColor; border-radius: 4px; font-family: ui-monospace, monospace; }
 #rl-help[hidden] { display: none; }
 .gradio-container { max-width: 100% !important; }
-.rl-header { display: flex; flex-wrap: wrap; align-items: baseline; gap: 0.4em 1.5em; }
+.rl-header { display: flex; flex-wrap: wrap; align-items: baseline; gap: 0.4em 1.5em; position: relative;
+  padding-right: 24em; }
+.rl-toolbar { position: absolute; right: 0; top: 0.2em; }
+#link-message:not(:has(.msg)) { display: none; }
 .rl-title { font-size: 2rem; font-weight: 700; }
 .rl-subtitle { font-size: 1rem; font-weight: 400; margin-left: 0.8em; opacity: 0.75; }
 .rl-facts { display: flex; flex-wrap: wrap; gap: 0.3em 1.1em; font-size: 0.95rem; }
