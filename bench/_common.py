@@ -196,3 +196,15 @@ def stop_app(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def status_kib(pid: int, key: str) -> int:
+    """A figure of /proc/PID/status in KiB (VmHWM: peak resident set; VmRSS: now); 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import free_port, header, median, ms, p95, print_table, secs, stop_app  # noqa: E402
+from _common import free_port, header, median, ms, p95, print_table, secs, status_kib, stop_app  # noqa: E402
 
 from app import QUEUE_SIZE  # noqa: E402 — app.py imports nothing heavy at module level
 
@@ -281,18 +281,6 @@ def wait_ready(proc: subprocess.Popen, url: str) -> bool:
         except OSError:
             time.sleep(0.5)
     return False
-
-
-def status_kib(pid: int, key: str) -> int:
-    """A figure of /proc/PID/status in KiB (VmHWM: peak resident set; VmRSS: now); 0 if gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def mib(kib: int) -> str:

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import header, median, p95, print_table, secs  # noqa: E402
+from _common import header, median, p95, print_table, secs, status_kib  # noqa: E402
 
 READY_TIMEOUT_S = 180
 GOAL_WARM_S = 10
@@ -81,17 +81,6 @@ def app_env(cache: Path) -> dict[str, str]:
     return env
 
 
-def _status_kib(pid: int, field: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 def process_tree(pid: int) -> list[int]:
     """pid and all its descendants, found through /proc/*/stat parent ids."""
     parents: dict[int, list[int]] = {}
@@ -115,8 +104,8 @@ def process_tree(pid: int) -> list[int]:
 def memory(pid: int) -> tuple[int, int, int]:
     """(VmRSS, VmHWM, number of processes) in bytes, summed over pid and its children."""
     tree = process_tree(pid)
-    rss = sum(_status_kib(p, "VmRSS") for p in tree)
-    hwm = sum(_status_kib(p, "VmHWM") for p in tree)
+    rss = sum(status_kib(p, "VmRSS") for p in tree)
+    hwm = sum(status_kib(p, "VmHWM") for p in tree)
     return rss * 1024, hwm * 1024, len(tree)
 
 

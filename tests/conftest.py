@@ -37,6 +37,12 @@ def lm():
     return load_model()
 
 
+@pytest.fixture(scope="session")
+def tok(lm):
+    """The real SmolLM2 tokenizer, from the session's bundled model."""
+    return lm.tokenizer
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

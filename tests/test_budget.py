@@ -1,7 +1,6 @@
 """Token accounting: categories that add up exactly to the rendered prompt's token count (real tokenizer)."""
 
 
-import pytest
 
 from agent.backends import ScriptedBackend, Settings
 from agent.budget import (
@@ -18,12 +17,6 @@ from agent.budget import (
 from agent.loop import Phase, StopReason, build_prompt, new_state, run
 from agent.recording import load_run, replay, shipped_runs, tools_of
 from agent.template import CATEGORIES, Fmt, Mode, Prompt, render
-
-
-@pytest.fixture(scope="module")
-def tok(lm):
-    """The real SmolLM2 tokenizer, from the session's bundled model."""
-    return lm.tokenizer
 
 
 def _prompts():

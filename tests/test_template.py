@@ -24,13 +24,6 @@ from agent.template import (
 from agent.tools import LOOKUP_TOOL, SEARCH_TOOL, TOOLS, WEATHER_TOOL
 from agent.validation import CHECK_JSON, validate_call
 
-
-@pytest.fixture(scope="module")
-def tok(lm):
-    """The real SmolLM2 tokenizer, from the session's bundled model."""
-    return lm.tokenizer
-
-
 BERLIN = ToolCall("call_1", "get_weather", '{"city": "Berlin"}')
 TRACE = (SystemMessage("S"), UserMessage("What's the weather in Berlin?"), AssistantMessage(tool_calls=(BERLIN,)),
          ToolResultMessage("call_1", "12°C, rainy"))
