@@ -76,10 +76,16 @@ class Policy:
 
     weather_cities: the cities get_weather may be asked about (None: any).
     max_expression_chars: the longest expression the calculator may be given (None: no limit).
+    untrusted_tools: the tools that came from an untrusted MCP server (agent.mcp_client names them).
+    approval_required: the defence against tool poisoning and injection — a call to an untrusted
+        tool runs only if it was approved (its approval_key is in `approved`); off: it just runs.
     """
 
     weather_cities: frozenset[str] | None = None
     max_expression_chars: int | None = 100
+    untrusted_tools: frozenset[str] = frozenset()
+    approval_required: bool = False
+    approved: frozenset[str] = frozenset()
 
 
 DEFAULT_POLICY = Policy()
@@ -88,12 +94,25 @@ EUROPE_ONLY = Policy(weather_cities=frozenset({"Berlin", "Paris", "London", "Mad
                                                "Vienna", "Prague", "Stockholm", "Lisbon"}))
 
 
+def approval_key(name: str, arguments: dict) -> str:
+    """What an approval in the page names: the tool and its exact arguments.
+
+    >>> approval_key("send_note", {"text": "hi"})
+    'send_note {"text": "hi"}'
+    """
+    return f"{name} {json.dumps(arguments, sort_keys=True, ensure_ascii=False)}"
+
+
 def check_policy(name: str, arguments: dict, policy: Policy) -> str | None:
     """The refusal ("POLICY: …") for a well-formed call that is not permitted; None if permitted.
 
     >>> check_policy("get_weather", {"city": "Tokyo"}, EUROPE_ONLY)[:30]
     'POLICY: get_weather is not per'
     """
+    if (policy.approval_required and name in policy.untrusted_tools
+            and approval_key(name, arguments) not in policy.approved):
+        return (f"POLICY: {name} comes from an untrusted MCP server; with the defence on, its calls "
+                f"run only when approved, and this one was not approved")
     if name == "get_weather" and policy.weather_cities is not None:
         allowed = {normalize(c) for c in policy.weather_cities}
         if normalize(str(arguments.get("city", "")).split(",")[0]) not in allowed:
