@@ -208,8 +208,14 @@ class McpClient:
         if conn is None:
             return
         conn.loop.call_soon_threadsafe(conn.stop.set)
-        with contextlib.suppress(Exception):
+        try:
             conn.main.result(timeout=10)
+        except concurrent.futures.TimeoutError:  # a transport that would not end: cancel it (kills)
+            conn.main.cancel()
+            with contextlib.suppress(BaseException):
+                conn.main.result(timeout=5)
+        except BaseException:  # noqa: BLE001 — its failure was recorded; the process is gone
+            pass
         conn.loop.call_soon_threadsafe(conn.loop.stop)
         conn.thread.join(timeout=5)
         _running.discard(self)
@@ -222,7 +228,7 @@ class McpClient:
         try:
             self.last_used = time.monotonic()
             conn = self._ensure_started()
-            future = asyncio.run_coroutine_threadsafe(send(conn.session), conn.loop)
+            future = asyncio.run_coroutine_threadsafe(_until_stopped(conn, send(conn.session)), conn.loop)
             try:
                 return future.result(timeout=self.call_timeout_s)
             except concurrent.futures.TimeoutError:
@@ -277,7 +283,7 @@ class McpClient:
                 tasks.start_soon(self._pump, read, down_send, "in", conn)
                 tasks.start_soon(self._pump, up_recv, write, "out", conn)
                 session = await stack.enter_async_context(ClientSession(down_recv, up_send))
-                init = await session.initialize()
+                init = await _until_stopped(conn, session.initialize())
                 conn.session = session
                 ready.set_result(init.serverInfo.model_dump(mode="json", exclude_none=True))
                 await conn.stop.wait()
@@ -343,6 +349,20 @@ class McpClient:
             return self.call(name, arguments)
 
         return Tool(name, (listed.description or "")[:MAX_DESCRIPTION_CHARS], listed.inputSchema, call)
+
+
+async def _until_stopped(conn: _Connection, request):
+    """The request's answer, or McpFailure as soon as the connection ends (crash, garbage, close)."""
+    task = asyncio.ensure_future(request)
+    stopped = asyncio.ensure_future(conn.stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not task.done():
+        task.cancel()
+        raise McpFailure(conn.failure or "the MCP server connection ended")
+    return task.result()
 
 
 def _stderr_tail(conn: _Connection) -> str:
