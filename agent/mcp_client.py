@@ -193,6 +193,10 @@ class McpClient:
         texts = [m.content.text for m in result.messages if m.role == "user" and hasattr(m.content, "text")]
         return "\n".join(texts)[:MAX_RESULT_CHARS]
 
+    def frames(self) -> list[dict]:
+        """A snapshot of the wire log (safe to read while the loop thread appends)."""
+        return list(self.wire)
+
     @contextlib.contextmanager
     def labelled(self, tool_call_id: str | None):
         """Frames of tools/call sent inside carry `tool_call_id` in the wire log."""
@@ -498,3 +502,11 @@ def awaiting_approval(state: loop.State, policy: Policy):
             and approval_key(call.name, arguments) not in policy.approved:
         return call
     return None
+
+
+def untrusted_results(history, untrusted_tools: frozenset[str]) -> frozenset[str]:
+    """The tool_call_ids whose results came from an untrusted server's tool (the view marks them)."""
+    from agent.messages import AssistantMessage
+
+    return frozenset(c.id for m in history if isinstance(m, AssistantMessage)
+                     for c in m.tool_calls if c.name in untrusted_tools)

@@ -28,6 +28,7 @@ from agent.mcp_client import (
     reap_idle,
     sources,
     spec_for,
+    untrusted_results,
 )
 from agent.mcp_runs import load_mcp_run, mcp_runs, replay_mcp
 from agent.mcp_untrusted import INJECTION, NOTE_SENT, POISONED_DESCRIPTION
@@ -104,7 +105,8 @@ def test_a_call_goes_through_tools_call_and_returns_the_built_in_result(lab):
     tools = {t.name: t for t in lab.tools()}
     assert tools["get_weather"].function(city="Berlin") == "12°C, rainy"
     assert tools["calculator"].function(expression="345 / 2.5") == "138"
-    assert tools["lookup"].function(term="Cuba", article="Italo Calvino") == LOOKUP_TOOL.function("Cuba", "Italo Calvino")
+    expected = LOOKUP_TOOL.function("Cuba", "Italo Calvino")
+    assert tools["lookup"].function(term="Cuba", article="Italo Calvino") == expected
     sent = [e["frame"] for e in lab.wire if e["direction"] == "out" and e["frame"].get("method") == "tools/call"]
     assert sent[0]["params"] == {"name": "get_weather", "arguments": {"city": "Berlin"}}
 
@@ -134,7 +136,8 @@ def test_the_server_runs_on_its_own_as_a_module():
     import subprocess
 
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
     out = subprocess.run([sys.executable, "-m", "agent.mcp_server"], input=json.dumps(init) + "\n",
                          capture_output=True, text=True, timeout=30, cwd=Path(__file__).parent.parent)
     assert json.loads(out.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "react-lab"
@@ -165,7 +168,8 @@ def test_berlin_over_mcp_replays_the_recorded_history_and_pairs_the_call_with_it
 def test_the_prompt_string_is_byte_identical_with_built_in_and_mcp_tools(lab, fmt):
     history = load_run(shipped_runs()["berlin-weather"]).history
     mcp_tools = lab.tools()
-    assert render_prompt(None, Prompt(history, mcp_tools, fmt)) == render_prompt(None, Prompt(history, BUILT_IN_TOOLS, fmt))
+    built_in = render_prompt(None, Prompt(history, BUILT_IN_TOOLS, fmt))
+    assert render_prompt(None, Prompt(history, mcp_tools, fmt)) == built_in
 
 
 def test_the_berlin_prompts_over_mcp_equal_the_built_in_runs_prompts():
@@ -182,7 +186,8 @@ def test_the_berlin_prompts_over_mcp_equal_the_built_in_runs_prompts():
 def test_the_prompt_is_byte_identical_through_the_models_own_template(lab, tok):
     history = load_run(shipped_runs()["berlin-weather"]).history
     for fmt in (Fmt.NATIVE, Fmt.REACT):
-        assert render_prompt(tok, Prompt(history, lab.tools(), fmt)) == render_prompt(tok, Prompt(history, BUILT_IN_TOOLS, fmt))
+        built_in = render_prompt(tok, Prompt(history, BUILT_IN_TOOLS, fmt))
+        assert render_prompt(tok, Prompt(history, lab.tools(), fmt)) == built_in
 
 
 # --- the untrusted server and the defence -------------------------------------------------------
@@ -221,6 +226,7 @@ def test_with_the_defence_the_injected_call_is_refused_and_the_page_is_asked_fir
     policy = mcp_policy(DEFAULT_POLICY, client, client.tools(), True, load_mcp_run(path)[1]["approved"])
     asked = [awaiting_approval(s, policy) for s in states]
     assert [c.name for c in asked if c is not None] == ["send_note"]  # get_weather was approved
+    assert untrusted_results(states[-1].history, policy.untrusted_tools) == {"call_1", "call_2"}
     client.close()
 
 
@@ -233,7 +239,8 @@ def test_the_same_replies_with_the_defence_switched_off_send_the_note():
 def test_the_defence_never_touches_a_trusted_servers_tools(lab):
     policy = mcp_policy(DEFAULT_POLICY, lab, lab.tools(), True)
     assert policy.untrusted_tools == frozenset()
-    assert loop.execute(ToolCall("call_1", "get_weather", '{"city": "Berlin"}'), lab.tools(), policy)[0] == ResultKind.OK
+    call = ToolCall("call_1", "get_weather", '{"city": "Berlin"}')
+    assert loop.execute(call, lab.tools(), policy)[0] == ResultKind.OK
 
 
 # --- servers that crash, hang or answer garbage ---------------------------------------------------
