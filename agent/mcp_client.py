@@ -63,6 +63,7 @@ MAX_DESCRIPTION_CHARS = 1000
 MAX_RESULT_CHARS = 4000
 MAX_FRAMES = 400  # the wire log keeps the latest frames
 MAX_FRAME_CHARS = 8000
+MAX_ARGUMENT_CHARS = 500  # a prompt argument or a resource URI a visitor sends
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -177,9 +178,15 @@ class McpClient:
                    for r in listed.resources])
 
     def read_resource(self, uri: str) -> str:
-        from pydantic import AnyUrl
+        from pydantic import AnyUrl, ValidationError
 
-        result = self._request("resources/read", lambda s: s.read_resource(AnyUrl(uri)))
+        try:
+            url = AnyUrl(str(uri)[:MAX_ARGUMENT_CHARS + 1])
+        except ValidationError:
+            raise McpFailure(f"not a resource URI: {str(uri)[:100]!r}") from None
+        if len(str(uri)) > MAX_ARGUMENT_CHARS:
+            raise McpFailure(f"the URI is longer than {MAX_ARGUMENT_CHARS} characters")
+        result = self._request("resources/read", lambda s: s.read_resource(url))
         return "\n".join(getattr(c, "text", "[binary]") for c in result.contents)[:MAX_RESULT_CHARS]
 
     def prompts(self) -> list[dict]:
@@ -189,6 +196,9 @@ class McpClient:
 
     def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
         """prompts/get → the text of its user messages (what fills the task box)."""
+        if len(arguments) > 8 or any(len(str(v)) > MAX_ARGUMENT_CHARS for v in arguments.values()):
+            raise McpFailure(f"at most 8 prompt arguments of {MAX_ARGUMENT_CHARS} characters each")
+        arguments = {str(k)[:64]: str(v) for k, v in arguments.items()}
         result = self._request("prompts/get", lambda s: s.get_prompt(name, arguments))
         texts = [m.content.text for m in result.messages if m.role == "user" and hasattr(m.content, "text")]
         return "\n".join(texts)[:MAX_RESULT_CHARS]

@@ -124,6 +124,12 @@ def test_resources_list_the_template_and_read_an_article(lab):
     assert lab.read_resource("encyclopedia://Italo%20Calvino").startswith("Italo Calvino\n\nItalo Calvino (1923")
     with pytest.raises(McpFailure, match="no article titled"):
         lab.read_resource("encyclopedia://Nowhere")
+    with pytest.raises(McpFailure, match="not a resource URI"):
+        lab.read_resource("no uri at all")
+    with pytest.raises(McpFailure, match="longer than 500"):
+        lab.read_resource("encyclopedia://" + "x" * 600)
+    with pytest.raises(McpFailure, match="prompt arguments"):
+        lab.get_prompt("weather_report", {"city": "x" * 600})
 
 
 def test_a_prompt_fills_the_task(lab):
