@@ -3,10 +3,10 @@
 Lecture, "Specific Tools vs. a Code Tool": a code tool "executes arbitrary code, so it requires
 sandboxing and is harder to restrict". Here every call of `run_code`:
   - is checked in the server process only for its length (MAX_CODE_CHARS), never run there;
-  - runs in a new Python process (`python -m agent.sandbox_child`: smolagents' interpreter and the
-    lab's tools, no torch, no Gradio), started with an empty environment in a new session; the
-    start-up costs about a second of CPU per call (a fork server would save it; not worth the
-    complexity at a class's scale);
+  - runs in a new process forked by a small fork server (agent.sandbox_zygote: started once with
+    an empty environment, it has imported smolagents' interpreter and the lab's tools — never
+    torch or Gradio), so a call costs a fork, not a second of interpreter start-up; a supervisor
+    process kills the child at the wall-clock limit and reports why it ended;
   - is confined there by agent.sandbox_child (rlimits, seccomp, a network namespace where the
     kernel allows, an AST interpreter with an import allow-list, a throw-away working directory);
   - is killed (SIGKILL) at the wall-clock limit; at most MAX_CONCURRENT calls run at once, and a
@@ -31,6 +31,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -42,8 +43,9 @@ from pathlib import Path
 MAX_CODE_CHARS = 4000  # the longest code a call may carry (the tool's schema says the same)
 OUTPUT_CHARS = 4000  # what the model reads back, at most (printed output, then the last value)
 MAX_CONCURRENT = max(1, min(4, (os.cpu_count() or 1)))
-MAX_REPLY = 64 * OUTPUT_CHARS  # bytes read from a child at most (the JSON of output + error)
-STARTUP_S = 3.0  # added to the wall clock for the child's interpreter start-up (≈ 1 s unloaded)
+MAX_REPLY = 2**20  # bytes read from a child at most (the JSON of output + error is far smaller)
+SLACK_S = 5.0  # beyond the wall clock: the supervisor's kill and report
+STARTUP_S = 60.0  # beyond that, once: the fork server's own start-up (≈ 1 s of CPU; more under load)
 ENV_SWITCH = "REACT_LAB_CODE_TOOL"
 _OFF = {"off", "0", "false", "no", "disabled"}
 
@@ -105,38 +107,73 @@ def run_code(code: str, limits: Limits = LIMITS) -> SandboxResult:
     return SandboxResult(result.output, result.error, round(time.monotonic() - start, 3), result.layers)
 
 
+class _Zygote:
+    """The fork server (agent.sandbox_zygote), started on first use and again if it died."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sock: socket.socket | None = None
+        self.process: subprocess.Popen | None = None
+
+    def send(self, request: bytes, result_fd: int) -> bool:
+        """Hand a request and the write end of its result pipe over; True if the zygote had to
+        be started for it (its start-up then delays this call)."""
+        with self.lock:
+            for _ in range(2):
+                fresh = self.process is None or self.process.poll() is not None
+                if fresh:
+                    self._start()
+                try:
+                    socket.send_fds(self.sock, [request], [result_fd])
+                    return fresh
+                except OSError:
+                    self.process.kill()
+                    self.process = None
+        raise OSError("the sandbox's fork server could not be reached")
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agent.sandbox_zygote", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+            cwd=tempfile.gettempdir(), env={"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        theirs.close()
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = ours
+
+
+_zygote = _Zygote()
+
+
 def _run_in_child(code: str, limits: Limits) -> SandboxResult:
-    """A fresh interpreter (`python -m agent.sandbox_child`) in a fresh throw-away directory, an
-    empty environment but for its import path; killed at the wall clock (start-up included)."""
+    """One request to the fork server; its one reply read from a pipe of our own, bounded."""
     workdir = tempfile.mkdtemp(prefix="react-lab-sandbox-")
     request = json.dumps({"code": code, "limits": {**asdict(limits), "workdir": workdir}}).encode()
+    read_end, write_end = os.pipe()
     try:
-        child = subprocess.Popen([sys.executable, "-m", "agent.sandbox_child"], cwd=workdir,
-                                 env={"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            data, killed = _exchange(child, request, limits)
+            fresh = _zygote.send(request, write_end)
         finally:
-            if child.poll() is None:
-                child.kill()
-            child.wait()
-        return _result(_decode(data), None if killed else child.returncode, limits)
+            os.close(write_end)
+        wait_s = limits.wall_s + SLACK_S + (STARTUP_S if fresh else 0)
+        data, _ = read_bounded(read_end, time.monotonic() + wait_s, MAX_REPLY)
+    except OSError as e:
+        return SandboxResult("", f"the sandbox is unavailable: {e}")
     finally:
+        os.close(read_end)
         shutil.rmtree(workdir, ignore_errors=True)
+    message = _decode(data)
+    if message is None:
+        return SandboxResult("", f"the sandbox sent no result within {wait_s:g} s")
+    return _result(message, limits)
 
 
-def _exchange(child: subprocess.Popen, request: bytes, limits: Limits) -> tuple[bytes, bool]:
-    """Send the request, read at most MAX_REPLY bytes of the reply until EOF or the wall clock;
-    (reply, whether the wall clock ran out)."""
-    deadline = time.monotonic() + limits.wall_s + STARTUP_S
-    try:
-        child.stdin.write(request)
-        child.stdin.close()
-    except OSError:
-        pass  # the child died before reading: its exit code tells why
-    chunks, size, fd = [], 0, child.stdout.fileno()
-    while size <= MAX_REPLY:
+def read_bounded(fd: int, deadline: float, limit: int) -> tuple[bytes, bool]:
+    """Bytes from `fd` until EOF; (bytes, True) when the deadline or the size limit came first."""
+    chunks, size = [], 0
+    while size <= limit:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
             return b"".join(chunks), True
@@ -145,7 +182,7 @@ def _exchange(child: subprocess.Popen, request: bytes, limits: Limits) -> tuple[
             return b"".join(chunks), False
         chunks.append(chunk)
         size += len(chunk)
-    return b"", False  # more than any honest reply: the exit code or the kill decides
+    return b"", True
 
 
 def _decode(data: bytes) -> dict | None:
@@ -156,23 +193,24 @@ def _decode(data: bytes) -> dict | None:
     return message if isinstance(message, dict) else None
 
 
-def _result(message: dict | None, exitcode: int | None, limits: Limits) -> SandboxResult:
-    if message is not None:
-        output, error = str(message.get("output", ""))[:2 * limits.output_chars], message.get("error")
-        return SandboxResult(output, None if error is None else str(error)[:limits.output_chars],
-                             layers=tuple(message.get("layers", ())))
-    return SandboxResult("", _killed_reason(exitcode, limits))
+def _result(message: dict, limits: Limits) -> SandboxResult:
+    if "status" in message:  # the supervisor's report: the child sent nothing
+        return SandboxResult("", _ended(bool(message.get("killed")), int(message["status"]), limits))
+    output, error = str(message.get("output", ""))[:2 * limits.output_chars], message.get("error")
+    return SandboxResult(output, None if error is None else str(error)[:limits.output_chars],
+                         layers=tuple(message.get("layers", ())))
 
 
-def _killed_reason(exitcode: int | None, limits: Limits) -> str:
-    """exitcode None: we killed it at the wall clock; SIGXCPU/SIGKILL from the kernel: CPU limit."""
-    if exitcode is None or exitcode == -signal.SIGALRM:
+def _ended(killed: bool, status: int, limits: Limits) -> str:
+    """Why a child ended without a message, from its wait status."""
+    signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    if killed or signum == signal.SIGALRM:
         return f"wall-clock limit exceeded ({limits.wall_s:g} s): the process was killed"
-    if exitcode in (-signal.SIGXCPU, -signal.SIGKILL):
+    if signum in (signal.SIGXCPU, signal.SIGKILL):
         return f"CPU time limit exceeded ({limits.cpu_s} s of CPU): the process was stopped"
-    if exitcode < 0:
-        return f"the process was stopped by signal {signal.Signals(-exitcode).name}"
-    return f"the process ended (exit code {exitcode}) without a result"
+    if signum is not None:
+        return f"the process was stopped by signal {signal.Signals(signum).name}"
+    return f"the process ended (exit code {os.WEXITSTATUS(status)}) without a result"
 
 
 def guarantees() -> tuple[str, ...]:

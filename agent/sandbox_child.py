@@ -13,11 +13,10 @@ Runs only in a process forked for one call, never in the server. In order, `main
   5. interprets the code with smolagents' LocalPythonExecutor machinery (an AST interpreter: no
      `open`, `eval`, `exec`, `__import__` or dunder attributes; imports only from ALLOWED_IMPORTS),
      with the lab's specific tools (agent.tools) as plain functions,
-  6. writes one JSON message {"output", "error", "layers"} to its stdout and exits.
+  6. writes one JSON message {"output", "error", "layers"} to its supervisor (agent.sandbox_zygote).
 
-Started as `python -m agent.sandbox_child` with a JSON request {"code", "limits"} on stdin.
-
-What it does not know: the wall clock (the parent kills this process), the loop, the model.
+What it does not know: the wall clock (its supervisor kills it; its own alarm is the backstop),
+the loop, the model.
 It never imports torch, transformers or Gradio (agent.tools imports only the standard library).
 """
 
@@ -132,17 +131,21 @@ def _load_seccomp() -> bool:
 
         f = sc.SyscallFilter(sc.ALLOW)
         for name in DENIED_SYSCALLS:
-            try:
-                f.add_rule(sc.ERRNO(errno.EPERM), name)
-            except (RuntimeError, ValueError, OSError):
-                pass  # a syscall this architecture does not have
+            _deny(f, sc, name)
         for flag in WRITE_FLAGS:
-            f.add_rule(sc.ERRNO(errno.EPERM), "open", sc.Arg(1, sc.MASKED_EQ, flag, flag))
-            f.add_rule(sc.ERRNO(errno.EPERM), "openat", sc.Arg(2, sc.MASKED_EQ, flag, flag))
+            _deny(f, sc, "open", sc.Arg(1, sc.MASKED_EQ, flag, flag))
+            _deny(f, sc, "openat", sc.Arg(2, sc.MASKED_EQ, flag, flag))
         f.load()
         return True
     except Exception:  # noqa: BLE001 — no libseccomp (or no permission): the other layers remain
         return False
+
+
+def _deny(f, sc, name: str, *arguments) -> None:
+    try:
+        f.add_rule(sc.ERRNO(errno.EPERM), name, *arguments)
+    except (RuntimeError, ValueError, OSError):
+        pass  # a system call this architecture does not have (aarch64 has no open, fork, …)
 
 
 def interpret(code: str, output_chars: int) -> tuple[str, str | None]:
@@ -179,9 +182,3 @@ def _shown(value: object, output_chars: int) -> str:
         text = f"<value that cannot be shown: {e}>"
     return text if len(text) <= output_chars else text[:output_chars] + f"… ({len(text)} characters)"
 
-
-if __name__ == "__main__":
-    import sys
-
-    request = json.loads(sys.stdin.buffer.read(2**20))
-    main(request["code"], request["limits"], sys.stdout.buffer)
