@@ -112,6 +112,24 @@ def compare(a: RecordedRun, b: RecordedRun, tokenizer=None, context_window: int 
     return figures(a, tokenizer, context_window), figures(b, tokenizer, context_window)
 
 
+def comparison_table(a: RunFigures, b: RunFigures) -> list[tuple[str, str, str]]:
+    """Rows (what, run a, run b) for a side-by-side view; numbers as text, nothing to compute.
+
+    >>> f = RunFigures("t", ("run_python",), 2, 1, 813, 102, 451, 8192, "19", True)
+    >>> comparison_table(f, f)[0], comparison_table(f, f)[-1]
+    (('model calls', '2', '2'), ('largest prompt / context budget', '451 / 8,192 (6%)', '451 / 8,192 (6%)'))
+    """
+    def rows(f: RunFigures) -> list[tuple[str, str]]:
+        unit = "" if f.exact else " (≈, no tokenizer)"
+        return [("model calls", f"{f.model_calls}"), ("tool calls", f"{f.tool_calls}"),
+                ("tools offered", ", ".join(f.tool_set)),
+                (f"input tokens, all calls{unit}", f"{f.prompt_tokens:,}"),
+                (f"output tokens{unit}", f"{f.completion_tokens:,}"), (f"total tokens{unit}", f"{f.total_tokens:,}"),
+                ("largest prompt / context budget",
+                 f"{f.peak_prompt_tokens:,} / {f.budget:,} ({f.peak_prompt_tokens / max(f.budget, 1):.0%})")]
+    return [(what, x, y) for (what, x), (_, y) in zip(rows(a), rows(b), strict=True)]
+
+
 def write_runs(folder: Path = RUNS_DIR, tokenizer=None) -> list[Path]:
     return [save_run(record(stem, tokenizer), folder / f"{stem}.json") for stem in TASKS]
 

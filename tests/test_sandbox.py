@@ -16,7 +16,7 @@ import time
 import pytest
 
 from agent import sandbox
-from agent.codeact import ANSWER, CODE_STEM, SPECIFIC_STEM, compare
+from agent.codeact import ANSWER, CODE_STEM, SPECIFIC_STEM, compare, comparison_table
 from agent.loop import StopReason
 from agent.messages import ToolCall, ToolResultMessage
 from agent.recording import load_run, replay, shipped_runs
@@ -270,6 +270,9 @@ def test_compare_counts_model_calls_tokens_and_budget(tok):
     assert code.prompt_tokens < specific.prompt_tokens and code.total_tokens < specific.total_tokens
     assert specific.exact and code.exact and specific.final_answer == code.final_answer == ANSWER
     assert specific.budget == code.budget
+    table = comparison_table(specific, code)
+    assert table[0] == ("model calls", "5", "2") and table[1] == ("tool calls", "4", "1")
+    assert all("≈" not in what for what, _, _ in table)  # counted with the model's tokenizer
 
 
 def test_doctests_of_the_code_tool_modules():
