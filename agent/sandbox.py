@@ -135,13 +135,18 @@ class _Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "agent.sandbox_zygote", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-            cwd=tempfile.gettempdir(), env={"PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+            cwd=tempfile.gettempdir(), env={"PYTHONPATH": _import_path(), "PYTHONDONTWRITEBYTECODE": "1"},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         theirs.close()
         if self.sock is not None:
             self.sock.close()
         self.sock = ours
+
+
+def _import_path() -> str:
+    """The server's own import path (a Space may install packages in a user site), ours first."""
+    return os.pathsep.join(dict.fromkeys([str(ROOT), *(p for p in sys.path if p and os.path.isdir(p))]))
 
 
 _zygote = _Zygote()
