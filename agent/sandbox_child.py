@@ -93,7 +93,7 @@ def confine(limits: dict) -> list[str]:
     os.environ.update(HOME=limits["workdir"], TMPDIR=limits["workdir"])
     layers = ["separate process", "throw-away working directory"]
     if _leave_network():
-        layers.append("no network namespace")
+        layers.append("own network namespace (no network)")
     _set_rlimits(limits)
     signal.alarm(math.ceil(limits["wall_s"]))  # SIGALRM ends this process at the wall clock
     layers.append("rlimits (CPU, memory, file size, processes), alarm")
