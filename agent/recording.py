@@ -43,7 +43,7 @@ from agent.budget import Usage
 from agent.loop import State, StopReason, new_state
 from agent.messages import Message, SystemMessage, history_from_dicts, history_to_dicts
 from agent.template import Fmt, Mode
-from agent.tools import TOOLS, Tool
+from agent.tools import ALL_TOOLS, Tool
 from agent.validation import DEFAULT_POLICY, Policy
 
 FORMAT = "react-lab-run/1"
@@ -107,7 +107,7 @@ def shipped_runs(folder: Path = RUNS_DIR) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.json"))}
 
 
-def tools_of(run: RecordedRun, tools: tuple[Tool, ...] = TOOLS) -> tuple[Tool, ...]:
+def tools_of(run: RecordedRun, tools: tuple[Tool, ...] = ALL_TOOLS) -> tuple[Tool, ...]:
     """The recorded tool names resolved against a tool set, in the recorded order."""
     by_name = {t.name: t for t in tools}
     missing = [n for n in run.tools if n not in by_name]
@@ -131,7 +131,7 @@ def replay_start(run: RecordedRun, tokenizer=None, context_window: int | None = 
     return start_state(run), backend
 
 
-def replay(run: RecordedRun, tools: tuple[Tool, ...] = TOOLS, tokenizer=None,
+def replay(run: RecordedRun, tools: tuple[Tool, ...] = ALL_TOOLS, tokenizer=None,
            policy: Policy = DEFAULT_POLICY) -> tuple[State, ...]:
     """Every state of the replayed run (the policy is not recorded: the default applies)."""
     state, backend = replay_start(run, tokenizer)

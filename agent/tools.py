@@ -254,3 +254,52 @@ FINISH = FINISH_TOOL.name
 
 def tool_named(tools: tuple[Tool, ...], name: str) -> Tool | None:
     return next((t for t in tools if t.name == name), None)
+
+
+# --- run_python: the code tool (lecture, "Specific Tools vs. a Code Tool") -----------------------
+
+MAX_CODE_CHARS = 4000  # the same bound as agent.sandbox.MAX_CODE_CHARS (checked in a test)
+CODE_FUNCTIONS = (get_weather, calculator, search, lookup)  # the specific tools, as functions in the code
+RUN_PYTHON_DESCRIPTION = (
+    "Run Python code in a sandbox and return what it prints plus the value of its last expression. "
+    "Inside the code these functions are available: get_weather(city), calculator(expression), "
+    "search(query), lookup(term, article=None); imports only from math, statistics, itertools, "
+    "collections, functools, random, re, json, datetime, string, fractions, decimal.")
+PARSING_VS_POLICY = (
+    "A specific tool's arguments are checked by its JSON Schema: get_weather takes one city name, "
+    "and a policy can permit or refuse that city. The code tool's only argument is a string: the "
+    "schema checks that it is a string of at most 4000 characters, and nothing more. What the "
+    "code does can only be restrained by the sandbox it runs in.")
+
+
+def run_python(code: str) -> str:
+    """The code tool: run `code` in agent.sandbox (a separate, confined process), never here.
+
+    What the code prints plus its last expression's value is the observation; a failure raises
+    ToolError, which the loop turns into "ERROR: …". The server only counts the characters.
+    """
+    from agent import sandbox  # imported when first called: a run without the code tool never needs it
+
+    if not sandbox.code_tool_enabled():
+        raise ToolError(f"the code tool is switched off on this deployment ({sandbox.ENV_SWITCH}=off)")
+    result = sandbox.run_code(code)
+    if not result.ok:
+        raise ToolError(result.error + (f"\nprinted before the error:\n{result.output}" if result.output else ""))
+    return result.output or "(no output: print something, or end the code with an expression)"
+
+
+RUN_PYTHON_TOOL = Tool("run_python", RUN_PYTHON_DESCRIPTION,
+                       _object_schema({"code": {"type": "string", "maxLength": MAX_CODE_CHARS}}, ["code"]),
+                       run_python)
+CODE_TOOLS: tuple[Tool, ...] = (RUN_PYTHON_TOOL, FINISH_TOOL)  # the code tool's run: code, then finish
+ALL_TOOLS: tuple[Tool, ...] = TOOLS + (RUN_PYTHON_TOOL,)  # every tool a recorded run may name
+TOOL_SETS: dict[str, tuple[Tool, ...]] = {"specific tools": TOOLS, "code tool": CODE_TOOLS}
+
+
+def tool_sets(code_tool: bool | None = None) -> dict[str, tuple[Tool, ...]]:
+    """The tool sets a view may offer: without "code tool" where the deployment switched it off."""
+    if code_tool is None:
+        from agent.sandbox import code_tool_enabled
+
+        code_tool = code_tool_enabled()
+    return dict(TOOL_SETS) if code_tool else {"specific tools": TOOLS}

@@ -1,0 +1,284 @@
+"""The code tool's sandbox against hostile code, and the CodeAct task through the real executor.
+
+Every case runs in a real child process (agent.sandbox); nothing here is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from agent import sandbox
+from agent.codeact import ANSWER, CODE_STEM, SPECIFIC_STEM, compare, comparison_table
+from agent.loop import StopReason
+from agent.messages import ToolCall, ToolResultMessage
+from agent.recording import load_run, replay, shipped_runs
+from agent.sandbox import Limits, run_code
+from agent.tools import (
+    CODE_TOOLS,
+    PARSING_VS_POLICY,
+    RUN_PYTHON_TOOL,
+    TOOLS,
+    ToolError,
+    run_python,
+    tool_sets,
+)
+from agent.validation import CHECK_SCHEMA, validate_call
+
+TIGHT = Limits(wall_s=3.0, cpu_s=1, memory_mb=128, output_chars=2000)
+SLACK_S = 3.0  # a fork, the kill and the report, on a loaded machine
+LIMIT = r"(CPU time limit|wall-clock limit|memory limit|MemoryError|Maximum number|max number of operations)"
+REFUSED_IMPORT = r"Import (of|from) \S+ is not allowed"
+FORBIDDEN = r"Forbidden (function evaluation|access to (dunder attribute|module|function))"
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def warm_fork_server():
+    """The fork server starts once (about a second of CPU); the limits below are per call."""
+    assert run_code("1").output == "1"
+
+
+HOSTILE = [  # (name, code, the error it must end with)
+    ("endless while loop", "while True:\n    pass", LIMIT),
+    ("endless for loop", "for i in range(10**12):\n    pass", LIMIT),
+    ("endless loop that allocates", "x = []\nwhile True:\n    x.append('a' * 10000)", LIMIT),
+    ("itertools.count to a list", "import itertools\nlist(itertools.count())", LIMIT),
+    ("huge list", "x = [0] * 10**10", LIMIT),
+    ("huge string", "x = 'a' * 10**10", LIMIT),
+    ("nested huge lists", "x = [list(range(10**6)) for _ in range(10**4)]", LIMIT),
+    ("huge int 10**10**10", "10**10**10", LIMIT),
+    ("huge int by shifting", "x = 1 << (1 << 40)", LIMIT),
+    ("catastrophic regex", "import re\nre.match('(a+)+$', 'a' * 40 + 'b')", LIMIT),
+    ("100 MB in one print under 128 MiB", "print('x' * 10**8)", LIMIT),
+    ("deep recursion", "def f(n):\n    return f(n + 1)\nf(0)", r"RecursionError|recursion"),
+    ("deeply nested source", "(" * 1990 + ")" * 1990, r"parsing failed|nested|RecursionError|MemoryError"),
+    ("fork bomb through os", "import os\nwhile True:\n    os.fork()", REFUSED_IMPORT),
+    ("fork through multiprocessing", "import multiprocessing", REFUSED_IMPORT),
+    ("shell through subprocess", "import subprocess\nsubprocess.run(['id'])", REFUSED_IMPORT),
+    ("os.system through from-import", "from os import system\nsystem('id')", REFUSED_IMPORT),
+    ("ctypes", "import ctypes\nctypes.CDLL(None).fork()", REFUSED_IMPORT),
+    ("importlib", "import importlib\nimportlib.import_module('os')", REFUSED_IMPORT),
+    ("sys", "import sys\nsys.modules['os']", REFUSED_IMPORT),
+    ("builtins module", "import builtins\nbuiltins.open('/etc/passwd')", REFUSED_IMPORT),
+    ("socket", "import socket\nsocket.create_connection(('example.com', 80))", REFUSED_IMPORT),
+    ("urllib", "import urllib.request\nurllib.request.urlopen('http://example.com')", REFUSED_IMPORT),
+    ("signal (to cancel the alarm)", "import signal\nsignal.alarm(0)", REFUSED_IMPORT),
+    ("pathlib write", "from pathlib import Path\nPath('/tmp/owned').write_text('x')", REFUSED_IMPORT),
+    ("read /etc/passwd", "open('/etc/passwd').read()", FORBIDDEN),
+    ("read the app's own files", "open('app.py').read()", FORBIDDEN),
+    ("write outside the temp dir", "open('/tmp/owned', 'w').write('x')", FORBIDDEN),
+    ("__import__", "__import__('os').system('id')", FORBIDDEN),
+    ("eval", "eval('1 + 1')", FORBIDDEN),
+    ("exec", "exec('import os')", FORBIDDEN),
+    ("compile", "compile('1', 'f', 'eval')", FORBIDDEN),
+    ("globals", "globals()", FORBIDDEN),
+    ("getattr on a dunder", "getattr(get_weather, '__globals__')", FORBIDDEN),
+    ("introspection through __mro__", "().__class__.__mro__[1].__subclasses__()", FORBIDDEN),
+    ("function globals", "get_weather.__globals__['os']", FORBIDDEN),
+    ("a lambda's code", "(lambda: 0).__code__", FORBIDDEN),
+    ("a module hidden in an allowed module", "import random\nrandom._os.system('id')", FORBIDDEN),
+    ("sys hidden in collections", "import collections\ncollections._sys.modules", FORBIDDEN),
+    ("a submodule of an allowed module", "import json\njson.decoder", FORBIDDEN),
+    ("__builtins__", "__builtins__['open']('/etc/passwd')", r"not defined|Forbidden|no attribute"),
+    ("SystemExit", "raise SystemExit(3)", r"SystemExit"),
+]
+
+
+@pytest.mark.parametrize(("name", "code", "error"), HOSTILE, ids=[c[0] for c in HOSTILE])
+def test_hostile_code_ends_within_its_limit_with_a_clear_error(name, code, error):
+    start = time.monotonic()
+    result = run_code(code, TIGHT)
+    elapsed = time.monotonic() - start
+    assert not result.ok, f"{name}: ran to {result.output[:200]!r}"
+    assert re.search(error, result.error), f"{name}: {result.error[:300]}"
+    assert elapsed < TIGHT.wall_s + SLACK_S, f"{name}: took {elapsed:.1f} s"
+
+
+def test_the_table_has_at_least_thirty_cases():
+    assert len(HOSTILE) >= 30
+
+
+def test_wall_clock_limit_kills_a_process_with_cpu_to_spare():
+    start = time.monotonic()
+    result = run_code("while True:\n    pass", Limits(wall_s=1.0, cpu_s=30))
+    assert "wall-clock limit exceeded (1 s)" in result.error
+    assert time.monotonic() - start < 1.0 + SLACK_S
+
+
+def test_a_hundred_megabytes_of_output_come_back_truncated():
+    result = run_code("for i in range(100):\n    print('x' * 10**6)\n'done'", TIGHT)
+    assert result.ok and "output truncated: " in result.output and result.output.endswith("'done'")
+    assert len(result.output) < 3 * TIGHT.output_chars
+
+
+def test_a_long_value_is_cut():
+    result = run_code("list(range(10**5))", TIGHT)
+    assert result.ok and len(result.output) < 3 * TIGHT.output_chars and "characters)" in result.output
+
+
+def test_code_over_the_length_limit_is_refused_without_a_process():
+    result = run_code("1 + " * 2000 + "1")
+    assert result.error == f"the code has {len('1 + ' * 2000) + 1} characters; the limit is {sandbox.MAX_CODE_CHARS}"
+    assert result.elapsed_s == 0.0
+
+
+def test_observation_is_the_printed_output_then_the_last_expression():
+    result = run_code("x = 6 * 7\nprint('x is', x)\nx + 1")
+    assert result.output == "x is 42\n43"
+    assert run_code("x = 1").output == ""  # an assignment is not an expression: nothing to show
+
+
+def test_printed_output_survives_an_error():
+    result = run_code("print('before')\n1 / 0")
+    assert "ZeroDivisionError" in result.error and result.output == "before\n"
+
+
+def test_the_lab_tools_are_plain_functions_in_the_code():
+    result = run_code("[get_weather(c) for c in ['Berlin', 'Madrid', 'Rome']]")
+    assert result.output == "['12°C, rainy', '24°C, sunny', '21°C, sunny']"
+    assert run_code("calculator('345 / 2.5')").output == "'138'"
+    assert "ToolError" in run_code("get_weather('Atlantis')").error
+
+
+def test_the_child_leaves_no_file_behind_and_sees_an_empty_environment(tmp_path):
+    before = set(os.listdir("/tmp"))
+    os.environ["REACT_LAB_SECRET_FOR_TEST"] = "s3cret"
+    try:
+        result = run_code("import json\njson.dumps([1])")
+    finally:
+        del os.environ["REACT_LAB_SECRET_FOR_TEST"]
+    assert result.ok
+    assert not {n for n in set(os.listdir("/tmp")) - before if n.startswith("react-lab-sandbox-")}
+
+
+CONFINED_PROBE = """
+import json, os, socket, sys
+from agent import sandbox_child
+layers = sandbox_child.confine({"workdir": sys.argv[1], "cpu_s": 2, "memory_mb": 64, "wall_s": 5})
+out = {"layers": layers, "env": dict(os.environ)}
+def attempt(name, f):
+    try:
+        f(); out[name] = "allowed"
+    except OSError as e:
+        out[name] = e.errno
+    except MemoryError:
+        out[name] = "MemoryError"
+attempt("socket", lambda: socket.socket())
+attempt("fork", lambda: os.fork())
+attempt("write", lambda: open("/tmp/react-lab-owned", "w"))
+attempt("write_here", lambda: open("here.txt", "w"))
+attempt("allocate", lambda: bytearray(512 * 2**20))
+print(json.dumps(out))
+"""
+
+
+def test_os_layers_hold_even_for_code_that_escaped_the_interpreter(tmp_path):
+    """Second line of defence: raw Python after confine() — no interpreter in the way."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sandbox.__file__)))
+    done = subprocess.run([sys.executable, "-c", CONFINED_PROBE, str(tmp_path)], capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": root}, cwd=tmp_path)
+    out = json.loads(done.stdout)
+    assert out["allocate"] == "MemoryError"  # RLIMIT_AS
+    assert set(out["env"]) == {"HOME", "TMPDIR"}
+    if "seccomp" not in out["layers"]:
+        pytest.skip(f"libseccomp is not available here; layers: {out['layers']}")
+    assert out["socket"] == out["fork"] == out["write"] == out["write_here"] == 1  # EPERM
+    assert not os.path.exists("/tmp/react-lab-owned")
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_the_server_keeps_serving_while_hostile_code_runs():
+    """A memory bomb and a CPU burner run beside a cheap call: the cheap call stays fast, the
+    server process's memory stays where it was."""
+    rss_before = _rss_kib()
+    hostile = [threading.Thread(target=run_code, args=(code, TIGHT))
+               for code in ("x = 'a' * 10**10", "while True:\n    pass")]
+    for t in hostile:
+        t.start()
+    time.sleep(0.2)
+    start = time.monotonic()
+    cheap = run_code("sum(range(10))")
+    cheap_s = time.monotonic() - start
+    for t in hostile:
+        t.join()
+    assert cheap.output == "45"
+    assert cheap_s < TIGHT.wall_s + SLACK_S + 2 * TIGHT.wall_s  # at worst it waited for one slot
+    assert _rss_kib() - rss_before < 20 * 1024
+
+
+# --- the tool ------------------------------------------------------------------------------------
+
+def test_run_python_schema_bounds_the_code_like_the_sandbox():
+    assert RUN_PYTHON_TOOL.parameters["properties"]["code"]["maxLength"] == sandbox.MAX_CODE_CHARS
+    assert RUN_PYTHON_TOOL.single_parameter == "code"
+
+
+def test_parsing_checks_only_that_the_code_is_a_string():
+    """Parsing vs policy: the schema refuses a number, but any string passes — only the sandbox
+    restrains what it does."""
+    bad = validate_call(ToolCall("call_1", "run_python", '{"code": 42}'), CODE_TOOLS)
+    assert bad.check == CHECK_SCHEMA
+    assert validate_call(ToolCall("call_1", "run_python", '{"code": "import os"}'), CODE_TOOLS).ok
+    assert "only argument is a string" in PARSING_VS_POLICY and "sandbox" in RUN_PYTHON_TOOL.description
+
+
+def test_a_deployment_switches_the_code_tool_off(monkeypatch):
+    monkeypatch.setenv(sandbox.ENV_SWITCH, "off")
+    with pytest.raises(ToolError, match="switched off"):
+        run_python("1 + 1")
+    assert tool_sets() == {"specific tools": TOOLS}
+    monkeypatch.setenv(sandbox.ENV_SWITCH, "on")
+    assert set(tool_sets()) == {"specific tools", "code tool"}
+
+
+# --- the CodeAct task through the real loop, tools and sandbox ------------------------------------
+
+def test_code_tool_task_gets_the_right_answer_through_the_real_executor():
+    recorded = load_run(shipped_runs()[CODE_STEM])
+    assert "code tool" in recorded.title
+    final = replay(recorded)[-1]
+    assert (final.stop_reason, final.final_answer) == (StopReason.FINAL_ANSWER, ANSWER)
+    results = [m for m in final.history if isinstance(m, ToolResultMessage)]
+    assert [r.content for r in results] == ["[12, 24, 21]\n19.0"]
+
+
+def test_specific_tools_task_gets_the_same_answer_in_more_model_calls():
+    recorded = load_run(shipped_runs()[SPECIFIC_STEM])
+    assert "specific tools" in recorded.title
+    final = replay(recorded)[-1]
+    assert (final.stop_reason, final.final_answer) == (StopReason.FINAL_ANSWER, ANSWER)
+    results = [m.content for m in final.history if isinstance(m, ToolResultMessage)]
+    assert results == ["12°C, rainy", "24°C, sunny", "21°C, sunny", "19"]
+
+
+def test_compare_counts_model_calls_tokens_and_budget(tok):
+    specific, code = compare(load_run(shipped_runs()[SPECIFIC_STEM]), load_run(shipped_runs()[CODE_STEM]), tok)
+    assert (specific.model_calls, specific.tool_calls) == (5, 4)
+    assert (code.model_calls, code.tool_calls) == (2, 1)
+    assert code.prompt_tokens < specific.prompt_tokens and code.total_tokens < specific.total_tokens
+    assert specific.exact and code.exact and specific.final_answer == code.final_answer == ANSWER
+    assert specific.budget == code.budget
+    table = comparison_table(specific, code)
+    assert table[0] == ("model calls", "5", "2") and table[1] == ("tool calls", "4", "1")
+    assert all("≈" not in what for what, _, _ in table)  # counted with the model's tokenizer
+
+
+def test_doctests_of_the_code_tool_modules():
+    import doctest
+
+    from agent import codeact, tools
+
+    for module in (sandbox, codeact, tools):
+        assert doctest.testmod(module).failed == 0, module.__name__
