@@ -69,8 +69,8 @@ def address_kind(ip: str) -> str | None:
         ("IPv4-mapped IPv6", getattr(a, "ipv4_mapped", None) is not None),
         ("unspecified", a.is_unspecified), ("loopback", a.is_loopback),
         ("link-local", a.is_link_local), ("multicast", a.is_multicast),
-        ("CGNAT", a.version == 4 and a in CGNAT), ("private", a.is_private),
-        ("reserved", a.is_reserved), ("not public", not a.is_global))
+        ("CGNAT", a.version == 4 and a in CGNAT), ("reserved", a.is_reserved),
+        ("private", a.is_private), ("not public", not a.is_global))
     return next((name for name, hit in checks if hit), None)
 
 
@@ -151,13 +151,13 @@ class _PinnedConnection(http.client.HTTPSConnection):
 
     def __init__(self, target: Target, timeout_s: float):
         super().__init__(target.host, target.port, timeout=timeout_s)
-        self.target = target
+        self.target, self.raw = target, None  # raw: kept after http.client hands the socket on
 
     def connect(self) -> None:
         sock = socket.create_connection((self.target.address, self.target.port), self.timeout)
         if self.target.scheme == "https":
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.target.host)
-        self.sock = sock
+        self.sock = self.raw = sock
 
 
 @dataclass
@@ -182,15 +182,18 @@ class Exchange:
     def close(self) -> None:
         self.watchdog.cancel()
         _shut(self.conn)
+        self.response.close()
 
 
-def _shut(conn: http.client.HTTPConnection) -> None:
-    sock = conn.sock
+def _shut(conn: _PinnedConnection) -> None:
+    """Shut the socket down (a blocked read returns at once) and close it."""
+    sock = conn.raw
     if sock is not None:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        sock.close()  # the real close waits for the response's file, which Exchange.close closes
     conn.close()
 
 
@@ -226,8 +229,8 @@ def open_request(target: Target, method: str, body: bytes | None, headers: dict,
 def _guarded(ex: Exchange, read):
     """read() within the budget and the byte cap; errors say why, never what was read."""
     left = ex.remaining()
-    if ex.conn.sock is not None:
-        ex.conn.sock.settimeout(min(left, 10.0))
+    if ex.conn.raw is not None:
+        ex.conn.raw.settimeout(min(left, 10.0))
     try:
         data = read()
     except (OSError, http.client.HTTPException, ValueError) as e:
