@@ -26,8 +26,8 @@ from urllib.parse import urlparse
 
 import gradio as gr
 
-from agent import loop
-from agent.backends import BackendReply, LocalBackend, OpenAIBackend, ScriptedBackend, Settings
+from agent import loop, remote
+from agent.backends import BackendReply, LocalBackend, ScriptedBackend, Settings
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
 from agent.messages import SystemMessage
 from agent.recording import (
@@ -250,7 +250,7 @@ def make_backend(spec: BackendSpec, lm):
         return ScriptedBackend(spec.replies, lm.tokenizer, lm.context_window)
     if spec.kind == LOCAL:
         return LocalBackend(lm)
-    return OpenAIBackend(spec.url, spec.model)
+    return remote.backend_for(spec.url, spec.model)
 
 
 def streamed(call: Callable[[Callable[[str], None]], State]) -> Iterator[tuple[State | None, str]]:
