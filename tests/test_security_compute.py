@@ -240,3 +240,87 @@ def test_presets_read_the_tools_from_agent_tools():
     assert PRESET_TOOLS == tuple(t.schema() for t in TOOLS)
     lookup = next(t["function"] for t in PRESET_TOOLS if t["function"]["name"] == "lookup")
     assert "article" in lookup["parameters"]["properties"]
+
+
+# --- through the page's own endpoints ----------------------------------------------------------------
+
+SLIDERS = (1.0, 0, 1.0, 0.0, 20, "Linear")  # temperature, top-k, top-p, min-p, bars, axis (test_hostile)
+# The slowest redraw another session may see while one visitor's request runs. The issue's goal is 1 s
+# and the interpreter lock is held far less (GilWatch above: < 1 s); through the page the redraw also
+# shares 2 busy cores with the model's forward passes: 1.4–1.8 s measured at load 12 on the shared
+# test machine. 3 s still tells a bounded server from the 38 s freeze the issue found.
+CHEAP_CEILING_S = 3.0
+
+
+def slowest_cheap_request(app_url, done: threading.Event) -> float:
+    """Another visitor's slider redraws, one after another until `done`: the slowest one's seconds."""
+    from gradio_client import Client
+
+    other = Client(app_url, verbose=False)
+    other.predict("The capital of France is", "Raw text", 0, *SLIDERS, api_name="/run_prompt")
+    worst = 0.0
+    while not done.is_set():
+        t = time.monotonic()
+        other.predict(*SLIDERS, api_name="/redraw")
+        worst = max(worst, time.monotonic() - t)
+        time.sleep(0.05)
+    return worst
+
+
+def asking_beside_a_cheap_request(app_url, prompt: str, grammar: Grammar | None, n: int):
+    """Asking vs enforcing through the API while another session redraws: (its message, slowest redraw, s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gradio_client import Client
+
+    c = Client(app_url, verbose=False)
+    c.predict(prompt, "Chat message", 0, *SLIDERS, api_name="/run_prompt")
+    if grammar is not None:
+        kind = {"json_schema": "JSON Schema", "regex": "Regular expression"}[grammar.kind]
+        assert "Constraint on" in c.predict(kind, grammar.source, *SLIDERS, api_name="/apply_grammar")[3]
+    done = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        probe = pool.submit(slowest_cheap_request, app_url, done)
+        t = time.monotonic()
+        table, msg = c.predict(n, *SLIDERS, api_name="/asking")
+        seconds = time.monotonic() - t
+        done.set()
+        return table, msg, probe.result(), seconds
+
+
+@pytest.mark.browser
+def test_page_catastrophic_pattern_under_asking_is_bounded(app_url):
+    grammar = schema_with(CATASTROPHIC)
+    prompt = f"Repeat this JSON Schema exactly: {grammar.source}"
+    table, msg, worst, seconds = asking_beside_a_cheap_request(app_url, prompt, grammar, 1)
+    assert "Error" not in msg and seconds < enforcing.REQUEST_TIME_S + enforcing.TIME_LIMIT_S
+    assert worst < CHEAP_CEILING_S
+
+
+@pytest.mark.browser
+def test_page_unparsable_pattern_gets_no_bare_error(app_url):
+    grammar = schema_with(UNPARSABLE)
+    table, msg, worst, seconds = asking_beside_a_cheap_request(app_url, "Write a JSON object.", grammar, 1)
+    assert "⚠" not in msg and "Error" not in msg
+    assert worst < CHEAP_CEILING_S
+
+
+@pytest.mark.browser
+def test_page_long_prompt_under_asking_is_capped(app_url):
+    prompt = "The weather in Berlin is rainy today. " * 900
+    table, msg, worst, seconds = asking_beside_a_cheap_request(app_url, prompt, None, 2)
+    assert seconds < enforcing.REQUEST_TIME_S + enforcing.TIME_LIMIT_S
+    assert worst < CHEAP_CEILING_S
+
+
+@pytest.mark.browser
+def test_page_upload_with_2000_tool_calls_is_refused(app_url, tmp_path):
+    from gradio_client import Client, handle_file
+
+    path = tmp_path / "many-calls.json"
+    path.write_text(json.dumps(upload(2_000)), encoding="utf-8")
+    c = Client(app_url, verbose=False)
+    t = time.monotonic()
+    out = c.predict(handle_file(str(path)), False, api_name="/on_load")
+    assert any("2,000 tool calls; the limit is 8" in str(o) for o in out)
+    assert time.monotonic() - t < 10
