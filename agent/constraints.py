@@ -35,6 +35,8 @@ import llguidance.hf
 import llguidance.numpy
 import numpy as np
 
+from agent.tools import TOOLS
+
 GRAMMAR_KINDS: tuple[str, ...] = ("choice", "regex", "json_schema", "lark")
 # JSON as json.dumps writes it: one fixed separator style instead of free whitespace, so a
 # small model cannot drift into newlines and indentation, and the forced text is longer
@@ -214,6 +216,19 @@ class Constraint:
         self._fed: list[bool] = []  # per consumed token: did llguidance's matcher see it?
         self._bitmask = llguidance.numpy.allocate_token_bitmask(1, self.vocab_size)
         self._mask: np.ndarray | None = None  # A(s_t), cached until the next consume/rollback
+        self.tokens_fed = 0  # tokens this constraint's matchers were given: the parser's work
+
+    def copy(self) -> Constraint:
+        """An independent constraint in the same state (llguidance's deep_copy: µs, no re-parse)."""
+        new = object.__new__(Constraint)
+        new.__dict__.update(self.__dict__)
+        new._matcher = self._matcher.deep_copy()
+        new._consumed, new._fed = list(self._consumed), list(self._fed)
+        new._bitmask = llguidance.numpy.allocate_token_bitmask(1, self.vocab_size)
+        return new
+
+    def __deepcopy__(self, memo) -> Constraint:
+        return self.copy()
 
     def allowed_mask(self) -> np.ndarray:
         """(V,) read-only bool array, True = token in A(s_t)."""
@@ -238,6 +253,7 @@ class Constraint:
         if not self.allows(token_id):
             raise self._violation(token_id, "is not in A(s_t)")
         feed = not (token_id in self.eos_token_ids and self._matcher.is_accepting())
+        self.tokens_fed += feed
         if feed and not self._matcher.consume_token(token_id):
             # the mask allowed it but the parser refused: rebuild, so the promise "unchanged" holds
             reason = self._matcher.get_error().splitlines()[0]
@@ -293,6 +309,7 @@ class Constraint:
     def _rebuild(self) -> None:
         self._matcher = _fresh_matcher(self.grammar, self._lm)
         fed = self._fed_tokens()
+        self.tokens_fed += len(fed)
         if fed and not self._matcher.consume_tokens(fed):
             raise RuntimeError(f"llguidance refused its own tokens: {self._matcher.get_error()}")
         self._mask = None
@@ -313,15 +330,27 @@ class Constraint:
         return ConstraintViolation(message, token_id, step)
 
 
-def constraint_for(grammar: Grammar, lm, token_ids: Sequence[int] = ()) -> Constraint:
-    """A fresh constraint that has consumed token_ids; raises ConstraintViolation at the first
+def constraint_for(grammar: Grammar, lm, token_ids: Sequence[int] = (),
+                   start: Constraint | None = None) -> Constraint:
+    """A constraint that has consumed token_ids; raises ConstraintViolation at the first
     token the grammar refuses, GrammarError if the grammar does not compile.
 
+    With `start` (a constraint under the same grammar, left unchanged), the new one is a copy of
+    it rolled back to the common prefix and advanced by the rest: a click costs one token of
+    parsing, not the whole continuation's (a Lark grammar re-parsed from scratch grows to seconds).
     >>> constraint_for(PRESETS["yes / no / maybe"], lm, lm.encode("yes")).is_stopped()
     True
     """
-    constraint = Constraint(grammar, lm)
-    for token_id in token_ids:
+    ids = [operator.index(t) for t in token_ids]
+    if start is not None and start.grammar == grammar and start.vocab_size == int(lm.vocab_size):
+        done = start.consumed()
+        common = next((i for i, (a, b) in enumerate(zip(done, ids, strict=False)) if a != b), min(len(done), len(ids)))
+        constraint = start.copy()
+        constraint.rollback(len(done) - common)
+        ids = ids[common:]
+    else:
+        constraint = Constraint(grammar, lm)
+    for token_id in ids:
         constraint.consume(token_id)
     return constraint
 
@@ -382,25 +411,8 @@ def masked_logits(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
 # --- tool calls and presets ------------------------------------------------------------------
 
 
-def _function(name: str, description: str, arg: str) -> dict:
-    parameters = {
-        "type": "object",
-        "properties": {arg: {"type": "string"}},
-        "required": [arg],
-        "additionalProperties": False,
-    }
-    function = {"name": name, "description": description, "parameters": parameters}
-    return {"type": "function", "function": function}
-
-
-# The ReAct tab's tools, mirrored here until agent/tools.py provides them.
-PRESET_TOOLS: tuple[dict, ...] = (
-    _function("get_weather", "Get the current weather for a city.", "city"),
-    _function("calculator", "Evaluate an arithmetic expression.", "expression"),
-    _function("search", "Search the offline corpus.", "query"),
-    _function("lookup", "Find a term in the last search result.", "term"),
-    _function("finish", "Finish the run with the final answer.", "answer"),
-)
+# The ReAct tab's tools, read from agent/tools.py: one source for both tabs.
+PRESET_TOOLS: tuple[dict, ...] = tuple(tool.schema() for tool in TOOLS)
 
 
 def tool_call_schema(tools: Sequence[dict]) -> dict:

@@ -13,7 +13,7 @@ the same seed gives the same draws, a slider move never changes u, and a re-roll
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -42,6 +42,10 @@ class Continuation:
     grammar: object | None = None  # agent.constraints.Grammar or None
     mask: np.ndarray | None = None  # (V,) bool A(s_t), None without a grammar
     grammar_state: object | None = None  # agent.constraints.ConstraintState
+    # The live parser at exactly this state (agent.constraints.Constraint), never mutated: the next
+    # step copies it and feeds one token, Back copies it and rolls one back. Per session, so no
+    # visitor can time another's grammar work.
+    constraint: object | None = field(default=None, compare=False, repr=False)
 
     @property
     def all_ids(self) -> tuple[int, ...]:
@@ -74,14 +78,26 @@ def prompt_string(lm, prompt: str, chat: bool) -> str:
     return lm.apply_chat_template([{"role": "user", "content": prompt}]) if chat else prompt
 
 
+def cap_prompt(lm, ids, reserved: int) -> tuple[tuple[int, ...], int]:
+    """The prompt cap every model-running action applies: the last MAX_PROMPT_TOKENS token ids (fewer
+    if the window minus `reserved` is smaller), and how many were cut from the left.
+
+    >>> class LM: context_window = 8192
+    >>> cap_prompt(LM(), range(3000), 64)[1]
+    952
+    """
+    room = max(1, min(lm.context_window - reserved, MAX_PROMPT_TOKENS))
+    ids = tuple(ids)
+    truncated = max(0, len(ids) - room)
+    return ids[truncated:], truncated
+
+
 def start(lm, prompt: str, chat: bool, seed: int, grammar=None) -> Continuation:
     """A new session on a prompt: tokenize, cut from the left if too long, compute the first step."""
     prompt = clean_prompt(prompt)
     text = prompt_string(lm, prompt, chat)
     ids = lm.encode(text)
-    room = min(lm.context_window - RESERVED_FOR_CONTINUATION, MAX_PROMPT_TOKENS)
-    truncated = max(0, len(ids) - room)
-    ids = tuple(ids[truncated:])
+    ids, truncated = cap_prompt(lm, ids, RESERVED_FOR_CONTINUATION)
     c = Continuation(
         prompt=prompt, chat=chat, prompt_text=text, prompt_ids=ids, truncated=truncated, ids=(),
         chosen_probs=(), logits=lm.next_token_logits(ids), seed=int(seed), draws=0,
@@ -97,11 +113,12 @@ def with_grammar(lm, c: Continuation, grammar) -> Continuation:
     continuation so far is not valid under it; the caller keeps the previous value then.
     """
     if grammar is None:
-        return replace(c, grammar=None, mask=None, grammar_state=None)
+        return replace(c, grammar=None, mask=None, grammar_state=None, constraint=None)
     from agent.constraints import constraint_for
 
-    constraint = constraint_for(grammar, lm, c.ids)
-    return replace(c, grammar=grammar, mask=constraint.allowed_mask(), grammar_state=constraint.state())
+    constraint = constraint_for(grammar, lm, c.ids, start=c.constraint)
+    return replace(c, grammar=grammar, mask=constraint.allowed_mask(), grammar_state=constraint.state(),
+                   constraint=constraint)
 
 
 def append(lm, c: Continuation, token: int, prob: float, consume_u: bool) -> Continuation:

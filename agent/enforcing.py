@@ -6,7 +6,20 @@ continuation keeps a probability above zero and the small model often writes one
 malformed continuation has probability zero and cannot be drawn.
 
 An output counts as valid when the grammar accepts all of it (checked by llguidance on the output's
-own tokens); for a JSON Schema it must also parse with json.loads and validate with jsonschema.
+own tokens); for a JSON Schema it must also parse with json.loads and validate against the schema.
+
+A visitor's schema never reaches Python's `re`: a backtracking engine takes exponential time on a
+pattern like "^(.+.+)+!$" while holding the interpreter lock (it froze every visitor for 38 s), and
+cannot parse some patterns llguidance accepts (\\p{L}). A schema without regular expressions is
+validated by jsonschema (its messages name the failing property; no remote $ref is fetched); one
+with "pattern" or "patternProperties" is decided by llguidance alone — linear-time regexes, the same
+engine that built the mask — on the value written as the grammar writes JSON, so there key order
+and number spelling must follow the schema as the enforced column's do.
+
+Every request is bounded as a whole: the prompt is cut to the Sampling tab's cap
+(agent.continuation.MAX_PROMPT_TOKENS), and all outputs of both columns share one budget of
+REQUEST_TOKENS new tokens and REQUEST_TIME_S seconds; when it is spent, the comparison ends early
+with a note saying so.
 """
 
 from __future__ import annotations
@@ -19,11 +32,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent import generation, sampling
-from agent.constraints import Grammar, accepts
+from agent.constraints import JSON_FORMAT, Grammar, accepts
+from agent.continuation import cap_prompt
 
 MAX_RUNS = 50
 MAX_NEW_TOKENS = 48
 TIME_LIMIT_S = 30.0  # per output: a wall-clock limit on each generation
+REQUEST_TOKENS = 1_200  # new tokens of one whole comparison, both columns together
+REQUEST_TIME_S = 60.0  # seconds of one whole comparison
+REGEX_KEYWORDS = frozenset({"pattern", "patternProperties"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,8 @@ class Comparison:
     asked: tuple[Outcome, ...]  # without the mask
     enforced: tuple[Outcome, ...]  # with the mask
     seconds: float
+    note: str = ""  # why it ended before n runs ("" while running or when all n ran)
+    prompt_truncated: int = 0  # prompt tokens cut from the left (the prompt cap)
 
     @property
     def asked_valid(self) -> int:
@@ -69,15 +88,58 @@ def check(lm, grammar: Grammar, ids: tuple[int, ...], text: str) -> Outcome:
         return Outcome(text, accepted, accepted, why, "")
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return Outcome(text, False, False, f"not JSON: {exc}", "")
+    schema = json.loads(grammar.source)  # it compiled under llguidance, so it is JSON
+    problem = _llguidance_problem(lm, grammar, value) if _has_regex(schema) else _schema_problem(value, schema)
+    return Outcome(text, True, not problem, problem and f"schema: {problem}", "")
+
+
+def _has_regex(schema) -> bool:
+    """Does a regular expression appear anywhere in the schema (as a keyword Python would run)?
+
+    >>> _has_regex({"properties": {"id": {"type": "string", "pattern": "^a+$"}}}), _has_regex({})
+    (True, False)
+    """
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if REGEX_KEYWORDS & node.keys():
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _llguidance_problem(lm, grammar: Grammar, value) -> str:
+    """"" when llguidance's grammar accepts the value as the grammar writes JSON, else why not."""
+    canonical = json.dumps(value, ensure_ascii=False, separators=(JSON_FORMAT["item_separator"],
+                                                                   JSON_FORMAT["key_separator"]))
+    if accepts(grammar, lm, lm.encode(canonical)):
+        return ""
+    return (f"{_clip(canonical)} does not match the schema (its patterns are checked by llguidance, "
+            "so keys must come in the schema's order)")
+
+
+def _schema_problem(value, schema: dict) -> str:
+    """jsonschema's first message, or "" when valid; never fetches a remote $ref."""
     import jsonschema
+    import referencing
+    import referencing.exceptions
 
     try:
-        jsonschema.validate(value, json.loads(grammar.source))
-    except jsonschema.ValidationError as exc:
-        return Outcome(text, True, False, f"schema: {exc.message}", "")
-    return Outcome(text, True, True, "", "")
+        validator = jsonschema.validators.validator_for(schema)(schema, registry=referencing.Registry())
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType, referencing.exceptions.Unresolvable,
+            RecursionError, TypeError, ValueError, KeyError) as exc:
+        return f"the schema cannot be checked here ({exc.__class__.__name__}: {_clip(str(exc))})"
+    return "" if error is None else error.message
+
+
+def _clip(text: str, n: int = 120) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def compare(
@@ -90,16 +152,25 @@ def compare(
     """
     if not 1 <= int(n) <= MAX_RUNS:
         raise ValueError(f"N must lie in 1 … {MAX_RUNS}, got {n}")
-    ids = lm.encode(lm.apply_chat_template([{"role": "user", "content": instruction(prompt, grammar)}]))
+    messages = [{"role": "user", "content": instruction(prompt, grammar)}]
+    ids, truncated = cap_prompt(lm, lm.encode(lm.apply_chat_template(messages)), max_new_tokens)
     asked: list[Outcome] = []
     enforced: list[Outcome] = []
-    start = time.monotonic()
+    start, tokens = time.monotonic(), 0
     for i in range(int(n)):
         for column, mask_grammar in ((asked, None), (enforced, grammar)):
+            spent = time.monotonic() - start
+            if tokens >= REQUEST_TOKENS or spent >= REQUEST_TIME_S:
+                note = (f"Stopped after {len(enforced)} of {n} runs: one comparison may write "
+                        f"{REQUEST_TOKENS:,} tokens in {REQUEST_TIME_S:.0f} s.")
+                yield Comparison(int(n), tuple(asked), tuple(enforced), spent, note, truncated)
+                return
             g = generation.generate(
                 lm, ids, config, np.random.default_rng([seed & 0xFFFFFFFF, i]), grammar=mask_grammar,
-                max_new_tokens=max_new_tokens, time_limit=TIME_LIMIT_S,
+                max_new_tokens=min(max_new_tokens, REQUEST_TOKENS - tokens),
+                time_limit=min(TIME_LIMIT_S, REQUEST_TIME_S - spent),
             )
+            tokens += len(g.ids) + 1  # the end-of-sequence token is a model step too
             o = check(lm, grammar, g.ids, g.text)
             column.append(Outcome(o.text, o.parses, o.valid, o.error, g.stop_reason))
-            yield Comparison(int(n), tuple(asked), tuple(enforced), time.monotonic() - start)
+            yield Comparison(int(n), tuple(asked), tuple(enforced), time.monotonic() - start, "", truncated)

@@ -25,6 +25,11 @@ The JSON format (one file per run in assets/runs/, UTF-8):
       "usage": [{"prompt_tokens": …, "completion_tokens": …, "source": "…"}]   # informational
     }
 
+An uploaded run is a visitor's file: run_from_dict refuses one beyond the bounds below (replies,
+tool calls per reply and per run, characters per reply and in all, history messages), with a
+message that names the bound, so replaying it costs bounded work however it was written (an upload
+with 2,000 tool calls in one reply used to run for 520 s).
+
 Replaying feeds `replies` to the same loop, which re-derives `history`; the recorded history is
 what the replay must reproduce (the tests check it for every shipped run).
 
@@ -42,12 +47,22 @@ from agent.backends import BackendReply, ScriptedBackend, Settings
 from agent.budget import Usage
 from agent.loop import State, StopReason, new_state
 from agent.messages import Message, SystemMessage, history_from_dicts, history_to_dicts
-from agent.template import Fmt, Mode
+from agent.template import Fmt, Mode, parse_reply
 from agent.tools import ALL_TOOLS, Tool
 from agent.validation import DEFAULT_POLICY, Policy
 
 FORMAT = "react-lab-run/1"
 RUNS_DIR = Path(__file__).resolve().parent.parent / "assets" / "runs"
+MAX_REPLIES = 100  # model calls in a run
+MAX_CALLS_PER_REPLY = 8  # tool calls in one reply (structured or parsed from its text)
+MAX_CALLS_PER_RUN = 64
+MAX_REPLY_CHARS = 16_000  # text of one reply
+MAX_RUN_CHARS = 200_000  # text of all replies together
+MAX_HISTORY_MESSAGES = 4 * MAX_REPLIES + MAX_CALLS_PER_RUN + 2
+
+
+class RunTooLarge(ValueError):
+    """A run beyond one of the bounds above; the message names the bound."""
 
 
 @dataclass(frozen=True)
@@ -87,15 +102,55 @@ def save_run(run_dict: dict, path: Path | str) -> Path:
 
 
 def run_from_dict(d: dict) -> RecordedRun:
-    if d.get("format") != FORMAT:
-        raise ValueError(f"not a recorded run of format {FORMAT!r}: {d.get('format')!r}")
-    return RecordedRun(
+    """A run from its JSON value; ValueError (RunTooLarge for a bound) for anything unusable."""
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        got = d.get("format") if isinstance(d, dict) else type(d).__name__
+        raise ValueError(f"not a recorded run of format {FORMAT!r}: {got!r}")
+    _check_sizes(d)
+    run = RecordedRun(
         title=d.get("title", ""), description=d.get("description", ""), user_input=d["user_input"],
         mode=Mode(d["mode"]), fmt=Fmt(d["fmt"]), settings=Settings.from_dict(d.get("settings", {})),
         tools=tuple(d.get("tools", ())), replies=tuple(BackendReply.from_dict(r) for r in d["replies"]),
         history=history_from_dicts(d.get("history", ())),
         stop_reason=StopReason(d["stop_reason"]) if d.get("stop_reason") else None,
         final_answer=d.get("final_answer"), usage=tuple(Usage(**u) for u in d.get("usage", ())))
+    _check_calls(run)
+    return run
+
+
+def _check_sizes(d: dict) -> None:
+    """Counts and lengths, checked before anything is parsed."""
+    replies, history = d.get("replies"), d.get("history", ())
+    if not isinstance(replies, list) or not isinstance(history, list):
+        raise ValueError("'replies' and 'history' must be lists")
+    if len(replies) > MAX_REPLIES:
+        raise RunTooLarge(f"the run has {len(replies):,} replies; at most {MAX_REPLIES} can be replayed")
+    if len(history) > MAX_HISTORY_MESSAGES:
+        raise RunTooLarge(f"the run has {len(history):,} history messages; the limit is {MAX_HISTORY_MESSAGES}")
+    texts = [r.get("text", "") if isinstance(r, dict) else "" for r in replies]
+    longest = max((len(t) for t in texts if isinstance(t, str)), default=0)
+    if longest > MAX_REPLY_CHARS:
+        raise RunTooLarge(f"a reply has {longest:,} characters; the limit is {MAX_REPLY_CHARS:,}")
+    total = sum(len(t) for t in texts if isinstance(t, str))
+    if total > MAX_RUN_CHARS:
+        raise RunTooLarge(f"the replies have {total:,} characters in all; the limit is {MAX_RUN_CHARS:,}")
+    for r in replies:
+        calls = r.get("tool_calls") if isinstance(r, dict) else None
+        if isinstance(calls, list) and len(calls) > MAX_CALLS_PER_REPLY:
+            raise RunTooLarge(f"a reply has {len(calls):,} tool calls; the limit is {MAX_CALLS_PER_REPLY}")
+
+
+def _check_calls(run: RecordedRun) -> None:
+    """Tool calls per reply and per run, counting those the loop would parse out of a reply's text."""
+    total = 0
+    for reply in run.replies:
+        calls = reply.tool_calls if reply.tool_calls is not None else parse_reply(
+            reply.text, run.fmt, TOOLS).tool_calls
+        if len(calls) > MAX_CALLS_PER_REPLY:
+            raise RunTooLarge(f"a reply has {len(calls):,} tool calls; the limit is {MAX_CALLS_PER_REPLY}")
+        total += len(calls)
+    if total > MAX_CALLS_PER_RUN:
+        raise RunTooLarge(f"the run has {total:,} tool calls; the limit is {MAX_CALLS_PER_RUN}")
 
 
 def load_run(path: Path | str) -> RecordedRun:

@@ -380,7 +380,8 @@ def build(lm):
             comp = None
             for comp in runs:
                 yield charts.comparison_view(comp, json_kind=grammar.kind == "json_schema", running=True), ""
-            yield charts.comparison_view(comp, json_kind=grammar.kind == "json_schema", running=False), ""
+            yield (charts.comparison_view(comp, json_kind=grammar.kind == "json_schema", running=False),
+                   charts.message(comp.note) if comp.note else "")
         except (TypeError, ValueError, OverflowError, GrammarError) as exc:
             yield gr.skip(), charts.message(str(exc), "error")
 
