@@ -145,7 +145,7 @@ def _check_calls(run: RecordedRun) -> None:
     total = 0
     for reply in run.replies:
         calls = reply.tool_calls if reply.tool_calls is not None else parse_reply(
-            reply.text, run.fmt, TOOLS).tool_calls
+            reply.text, run.fmt, ALL_TOOLS).tool_calls
         if len(calls) > MAX_CALLS_PER_REPLY:
             raise RunTooLarge(f"a reply has {len(calls):,} tool calls; the limit is {MAX_CALLS_PER_REPLY}")
         total += len(calls)
