@@ -209,3 +209,20 @@ def test_a_different_call_in_between_resets_the_repetition_count():
     final = run(new_state("Weather?", "act", "native"), ScriptedBackend(replies), (WEATHER_TOOL,))[-1]
     assert final.stop_reason == StopReason.FINAL_ANSWER
     assert all(m.kind == ResultKind.OK for m in final.history if isinstance(m, ToolResultMessage))
+
+
+@pytest.mark.model
+def test_the_local_model_writes_the_summary_when_it_is_not_a_scripted_replay(lm):
+    from agent.backends import LocalBackend
+
+    replies = (_weather("Berlin"), _weather("Paris"), _weather("Rome"))
+    settings = Settings(max_steps=8, max_new_tokens=64, context_budget=500, compact_at=0.5)
+    states = run(new_state("Weather in Berlin, Paris and Rome?", "act", "native", settings),
+                 ScriptedBackend(replies, lm.tokenizer), (WEATHER_TOOL,))
+    before = next(s for s in states if s.lines == (LINE_COMPACT,))
+    state = states[states.index(before) - 1]
+    after = step(state, LocalBackend(lm), (WEATHER_TOOL,))
+    assert after.lines == (LINE_COMPACT,) and "written by the model" in after.note
+    summary = next(m for m in after.history if isinstance(m, UserMessage) and m.origin == Origin.SUMMARY)
+    assert summary.content.startswith("Summary of ") and summary.replaced >= 1
+    assert pairing_violations(after.history) == [] and len(after.history) < len(state.history)
