@@ -235,6 +235,8 @@ def _card(m: Message, colors: dict[str, str], pending: set[str]) -> tuple[str, s
         body = f'<div class="rh-body">{esc(m.content)}</div>'
         if m.origin == Origin.RUNTIME:
             return "rh-user rh-event", "UserMessage · runtime feedback: unparsable reply", body
+        if m.origin == Origin.SUMMARY:
+            return "rh-user rh-summary", f"UserMessage · compaction summary of {m.replaced} model turn(s)", body
         return "rh-user", "UserMessage", body
     if isinstance(m, ToolResultMessage):
         return _result_card(m, colors.get(m.tool_call_id))
