@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from agent.budget import Usage
-from agent.messages import AssistantMessage, Origin, ToolCall, ToolResultMessage, UserMessage
+from agent.messages import Origin, ToolCall, ToolResultMessage, UserMessage, model_turns
+from agent.settings import Settings  # noqa: F401 (re-exported: `from agent.backends import Settings`)
 from agent.template import Fmt, Prompt, render_prompt, stop_sequences
 from agent.tools import Tool
 
@@ -43,30 +44,6 @@ TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 class BackendError(Exception):
     """The backend could not answer (unreachable, timed out, HTTP error, malformed reply)."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything a run can be tuned by; the loop, the budget and the backends read it."""
-
-    max_steps: int = 8  # the lecture's MAX_STEPS: model calls per run
-    max_new_tokens: int = 256  # per reply; also the tokens reserved for the reply in the budget
-    context_budget: int | None = None  # None: the backend's context window
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    seed: int = 0
-    constrained: bool = False  # LocalBackend: mask tokens by the turn's grammar (turn_grammar)
-    timeout_s: float = 60.0  # wall-clock limit of one model call
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @staticmethod
-    def from_dict(d: dict) -> Settings:
-        known = {f.name for f in fields(Settings)}
-        return Settings(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -119,7 +96,8 @@ def _stream_words(text: str, on_token: OnToken | None) -> None:
 
 @dataclass(frozen=True)
 class ScriptedBackend:
-    """Replays recorded replies: reply i answers the model call that already holds i assistant turns."""
+    """Replays recorded replies: reply i answers the model call that already holds i assistant turns
+    (counting those a compaction summary replaced)."""
 
     replies: tuple[BackendReply, ...]
     tokenizer: object | None = None
@@ -127,7 +105,7 @@ class ScriptedBackend:
     name: str = "scripted"
 
     def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
-        i = sum(isinstance(m, AssistantMessage) for m in prompt.messages)
+        i = model_turns(prompt.messages)
         if i >= len(self.replies):
             raise BackendError(f"the script has no reply #{i + 1}: it holds {len(self.replies)}")
         reply = self.replies[i]

@@ -2,9 +2,10 @@
 
 What it knows: the rendered prompt string and its spans (agent.template.render) are tokenized ONCE
 with the model's tokenizer; each token is charged to the span its first character came from
-(the tokenizer's offsets mapping), so the categories — system prompt, tool schemas, user,
-assistant thoughts, tool calls, assistant text, tool results, template overhead — add up exactly
-to the prompt's token count. What remains of the budget is split into the tokens reserved for the
+(the tokenizer's offsets mapping), so the categories — system prompt, tool schemas, few-shot
+exemplars, retrieved documents, memory, user, assistant thoughts, tool calls, tool results,
+assistant text, compaction's summary, template overhead — add up exactly to the prompt's token
+count. What remains of the budget is split into the tokens reserved for the
 reply and the free rest. `growth` turns the input tokens of each model call into the running
 total: the model is stateless, so every call re-sends everything and the total grows roughly
 quadratically with the number of turns.
@@ -23,9 +24,10 @@ from agent.template import CATEGORIES, Prompt, Rendered, render
 
 RESERVED, FREE = "reserved", "free"
 BUDGET_CATEGORIES = CATEGORIES + (RESERVED, FREE)
-LABELS = {"system": "system prompt", "tools": "tool schemas", "user": "user",
-          "thought": "assistant thoughts", "tool_call": "tool calls", "assistant_text": "assistant text",
-          "tool_result": "tool results", "template": "template overhead",
+LABELS = {"system": "system prompt", "tools": "tool schemas", "exemplars": "few-shot exemplars",
+          "documents": "retrieved documents", "memory": "memory", "user": "user",
+          "thought": "assistant thoughts", "tool_call": "tool calls", "tool_result": "tool results",
+          "assistant_text": "assistant text", "summary": "summary", "template": "template overhead",
           RESERVED: "reserved for the reply", FREE: "free"}
 CHARS_PER_TOKEN = 4  # the estimate used when no tokenizer is available
 
@@ -112,6 +114,15 @@ class GrowthPoint:
     call: int  # 1, 2, … : the model call
     input_tokens: int  # the whole context, re-sent
     total: int  # input tokens summed over the calls so far
+
+
+def shares(composition: tuple[dict[str, int], ...] | list[dict[str, int]]) -> tuple[dict[str, float], ...]:
+    """Each model call's prompt tokens by category (State.composition) as shares of that prompt.
+
+    >>> shares([{"system": 30, "user": 10}])
+    ({'system': 0.75, 'user': 0.25},)
+    """
+    return tuple({c: n / (sum(counts.values()) or 1) for c, n in counts.items()} for counts in composition)
 
 
 def growth(usage: tuple[Usage, ...] | list[Usage]) -> tuple[GrowthPoint, ...]:

@@ -14,18 +14,31 @@ system + history, so a UI keeps the list of states and goes back by index.
 Beyond the pseudo-code, a run also stops when finish[answer] was called (the ReAct paper's
 explicit exit), when the rendered prompt plus the reserved reply tokens would exceed the context
 budget (checked before each model call), when the reply is unparsable twice in a row (once is
-fed back to the model as an "ERROR: …" observation), or when the backend fails.
+fed back to the model as an "ERROR: …" observation), when the same call with the same arguments
+comes a third time in a row (the second comes back as an "ERROR: …" observation: the lecture's
+repetition check), or when the backend fails.
+
+What the context holds besides the history (lecture, Part IV: history + tool schemas + retrieved
+documents + long-term memory): `new_state` fixes the blocks re-sent with the system turn of every
+call — few-shot exemplars (agent.exemplars), the BM25 passages for the question
+(agent.retrieval), the session's memory (agent.memory) — never in the history. Before line 3,
+when the prompt passes settings.compact_at × budget, one phase compacts the history instead of
+calling the model (agent.compaction): the older turns become one summary message.
 
 What it does not know: how a model, a template or a tool works inside; Gradio.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from agent.backends import Backend, BackendError, BackendReply, OnToken, Settings
-from agent.budget import Usage, count_tokens, prompt_tokens
+from agent import compaction
+from agent.backends import Backend, BackendError, BackendReply, OnToken, ScriptedBackend, Settings
+from agent.budget import Breakdown, Usage, breakdown, count_tokens, prompt_tokens
+from agent.exemplars import exemplar_block
+from agent.memory import REMEMBER_TOOL, Memory, memory_block
 from agent.messages import (
     AssistantMessage,
     Message,
@@ -36,7 +49,8 @@ from agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from agent.template import Fmt, Mode, ParsedReply, Prompt, parse_reply, split_thought, system_prompt
+from agent.retrieval import documents_block
+from agent.template import Block, Fmt, Mode, ParsedReply, Prompt, parse_reply, split_thought, system_prompt
 from agent.tools import FINISH, Tool
 from agent.validation import DEFAULT_POLICY, Policy, check_policy, validate_call
 
@@ -61,8 +75,11 @@ LINE_FOR_CALL = 6
 LINE_EXECUTE = 7
 LINE_APPEND_RESULT = 8
 LINE_STEP_BUDGET = 9
+LINE_COMPACT = LINE_CALL_LLM  # compaction runs just before LLM(context), as its own phase
+PSEUDO_CODE_NOTES = {LINE_COMPACT: "before the call: past Compact at, older turns → one summary message"}
 
 DEFAULT_SETTINGS = Settings()
+NO_MEMORY = Memory()
 DEFAULT_CONTEXT_WINDOW = 8192  # when neither the settings nor the backend name one
 STEP_BUDGET_TEXT = "stopped: step budget exhausted"
 
@@ -74,6 +91,7 @@ class StopReason(StrEnum):
     CONTEXT_FULL = "context window full"
     NO_PARSABLE_OUTPUT = "no parsable output twice in a row"
     BACKEND_ERROR = "backend error"
+    REPETITION = "same tool call three times in a row"
 
 
 class Phase(StrEnum):
@@ -104,6 +122,9 @@ class State:
     parse_failures: int = 0  # unparsable replies in a row
     finished: str | None = None  # the answer of a finish call in the current turn
     note: str = ""  # what the last phase did, in words
+    blocks: tuple[Block, ...] = ()  # exemplars, documents, memory: re-sent with every call
+    compactions: int = 0  # how many times the history was compacted
+    composition: tuple[dict[str, int], ...] = ()  # one per model call: its prompt's tokens by category
 
     @property
     def done(self) -> bool:
@@ -116,22 +137,31 @@ class State:
 
 
 def new_state(user_input: str, mode: Mode | str = Mode.REACT, fmt: Fmt | str = Fmt.NATIVE,
-              settings: Settings = DEFAULT_SETTINGS, system: str | None = None) -> State:
-    """The state before line 1: history = (system prompt,), the prefix c0 of the lecture."""
+              settings: Settings = DEFAULT_SETTINGS, system: str | None = None,
+              memory: Memory = NO_MEMORY) -> State:
+    """The state before line 1: history = (system prompt,), the prefix c0 of the lecture, and the
+    blocks every call re-sends: exemplars, the documents retrieved for user_input, the memory."""
     mode, fmt = Mode(mode), Fmt(fmt)
+    settings.check()
     history = (SystemMessage(system if system is not None else system_prompt(mode, fmt)),)
-    return State(history, user_input, mode, fmt, settings, note="ready: the context holds the system prompt")
+    blocks = (Block("exemplars", exemplar_block(settings.few_shot, mode, fmt)),
+              Block("documents", documents_block(user_input, settings.retrieve_k) if settings.retrieve else ""),
+              Block("memory", memory_block(memory)))
+    return State(history, user_input, mode, fmt, settings, blocks=tuple(b for b in blocks if b.text),
+                 note="ready: the context holds the system prompt")
 
 
 def advertised(state: State, tools: tuple[Tool, ...]) -> tuple[Tool, ...]:
-    """The tools of this run: none in CoT mode (the open-loop case)."""
-    return () if state.mode == Mode.COT else tuple(tools)
+    """The tools of this run: none in CoT mode (the open-loop case); `remember` with memory on."""
+    if state.mode == Mode.COT:
+        return ()
+    return tuple(tools) + ((REMEMBER_TOOL,) if state.settings.memory and REMEMBER_TOOL not in tools else ())
 
 
 def build_prompt(state: State, tools: tuple[Tool, ...]) -> Prompt:
-    """What the next model call sees, rebuilt from system + history every time."""
+    """What the next model call sees, rebuilt from system + history + blocks every time."""
     fmt = Fmt.NATIVE if state.mode == Mode.COT else state.fmt
-    return Prompt(state.history, advertised(state, tools), fmt)
+    return Prompt(state.history, advertised(state, tools), fmt, state.blocks)
 
 
 def context_budget(state: State, backend: Backend) -> int:
@@ -140,15 +170,34 @@ def context_budget(state: State, backend: Backend) -> int:
 
 def step(state: State, backend: Backend, tools: tuple[Tool, ...], policy: Policy = DEFAULT_POLICY,
          on_token: OnToken | None = None) -> State:
-    """Execute one phase of Prompt-ToolLoop and return the new state (a done state is returned as is)."""
+    """Execute one phase of Prompt-ToolLoop and return the new state (a done state is returned as is).
+    The lecture's nine lines, one branch each:"""
     if state.done:
         return state
-    if state.phase == Phase.START:
+    if state.phase == Phase.START:  # line 1: context.append(user_input)
         return replace(state, history=state.history + (UserMessage(state.user_input),),
                        phase=Phase.CALL_MODEL, lines=(LINE_APPEND_USER,), note="appended the user input")
-    if state.phase == Phase.EXECUTE:
+    if state.phase == Phase.EXECUTE:  # lines 6–8: for each call: execute, append tool_result(call.id, …)
         return _execute_next(state, advertised(state, tools), policy)
-    return _call_model(state, backend, tools, on_token)
+    if state.step >= state.settings.max_steps:  # line 2 ran out → line 9
+        return _stop(state, StopReason.STEP_BUDGET, STEP_BUDGET_TEXT, (LINE_FOR_STEP, LINE_STEP_BUDGET))
+    prompt = build_prompt(state, tools)
+    counts = _count(state, prompt, backend)
+    if _should_compact(state, counts):  # before line 3: older turns → one summary message
+        return _compact(state, backend)
+    if counts.over:  # before line 3: the prompt and the reserved reply no longer fit
+        text = (f"stopped: context window full ({counts.prompt_tokens} prompt + {counts.reserved} "
+                f"reserved > {counts.budget} tokens)")
+        return _stop(state, StopReason.CONTEXT_FULL, text, (LINE_FOR_STEP, LINE_CALL_LLM), note=text)
+    state = replace(state, step=state.step + 1)  # line 2: step = 1 … MAX_STEPS
+    try:  # line 3: response ← LLM(context)
+        reply = backend.complete(prompt, state.settings, on_token)
+    except BackendError as e:
+        return _stop(state, StopReason.BACKEND_ERROR, f"stopped: backend error: {e}",
+                     (LINE_FOR_STEP, LINE_CALL_LLM), note=f"backend error: {e}")
+    state = replace(state, usage=state.usage + (_usage(reply, counts.prompt_tokens, backend),),
+                    replies=state.replies + (reply,), composition=state.composition + (_prompt_counts(counts),))
+    return _append_response(state, reply, interpret(reply, state, prompt.tools))  # lines 4–5
 
 
 def run(state: State, backend: Backend, tools: tuple[Tool, ...], max_phases: int = 200,
@@ -165,26 +214,40 @@ def _stop(state: State, reason: StopReason, answer: str, lines: tuple[int, ...],
                    pending=(), note=changes.pop("note", f"stopped: {reason}"), **changes)
 
 
-def _call_model(state: State, backend: Backend, tools: tuple[Tool, ...], on_token: OnToken | None) -> State:
-    """Lines 2–5: count the step, check the budget, call the model, append, check for calls."""
-    if state.step >= state.settings.max_steps:
-        return _stop(state, StopReason.STEP_BUDGET, STEP_BUDGET_TEXT, (LINE_FOR_STEP, LINE_STEP_BUDGET))
-    prompt = build_prompt(state, tools)
-    budget, reserve = context_budget(state, backend), state.settings.max_new_tokens
-    used = prompt_tokens(prompt, backend.tokenizer)
-    if used + reserve > budget:
-        text = f"stopped: context window full ({used} prompt + {reserve} reserved > {budget} tokens)"
-        return _stop(state, StopReason.CONTEXT_FULL, text, (LINE_FOR_STEP, LINE_CALL_LLM), note=text)
-    state = replace(state, step=state.step + 1)
-    try:
-        reply = backend.complete(prompt, state.settings, on_token)
-    except BackendError as e:
-        return _stop(state, StopReason.BACKEND_ERROR, f"stopped: backend error: {e}",
-                     (LINE_FOR_STEP, LINE_CALL_LLM), note=f"backend error: {e}")
-    usage = _usage(reply, used, backend)
-    parsed = interpret(reply, state, prompt.tools)
-    return _append_response(replace(state, usage=state.usage + (usage,), replies=state.replies + (reply,)),
-                            reply, parsed)
+# --- the budget and compaction (before line 3) ---------------------------------------------------
+
+def _count(state: State, prompt: Prompt, backend: Backend) -> Breakdown:
+    """The prompt's tokens by category; without a tokenizer the total is the whole-string estimate."""
+    counts = breakdown(prompt, backend.tokenizer, context_budget(state, backend), state.settings.max_new_tokens)
+    if counts.exact:
+        return counts
+    return replace(counts, prompt_tokens=prompt_tokens(prompt, None))
+
+
+def _prompt_counts(counts: Breakdown) -> dict[str, int]:
+    return {c: n for c, n in counts.counts.items() if c not in ("reserved", "free")}
+
+
+def _should_compact(state: State, counts: Breakdown) -> bool:
+    at = state.settings.compact_at
+    return (at is not None and counts.prompt_tokens > at * counts.budget
+            and compaction.choose_cut(state.history) is not None)
+
+
+def _compact(state: State, backend: Backend) -> State:
+    """Replace the older turns by a summary: the backend's model writes it, or, under scripted
+    replay (or when the model fails), the deterministic rule."""
+    cut = compaction.choose_cut(state.history)
+    segment, summary, who = state.history[cut[0]:cut[1]], None, "the rule"
+    if not isinstance(backend, ScriptedBackend):
+        settings = replace(state.settings, max_new_tokens=96, constrained=False, temperature=0.0)
+        try:
+            summary, who = backend.complete(compaction.summarize_prompt(segment), settings).text, "the model"
+        except BackendError:
+            summary = None
+    history = compaction.compact(state.history, cut, summary)
+    return replace(state, history=history, compactions=state.compactions + 1, lines=(LINE_COMPACT,),
+                   note=f"compacted: {len(segment)} older messages → one summary (written by {who})")
 
 
 def _usage(reply: BackendReply, counted: int, backend: Backend) -> Usage:
@@ -247,16 +310,52 @@ def execute(call: ToolCall, tools: tuple[Tool, ...], policy: Policy = DEFAULT_PO
 
 def _execute_next(state: State, tools: tuple[Tool, ...], policy: Policy) -> State:
     """Lines 6–8 for the next pending call; after the turn's last call, back to line 2 (or stop
-    when finish[answer] was called in this turn)."""
+    when finish[answer] was called in this turn, or the same call came a third time in a row)."""
     call, rest = state.pending[0], state.pending[1:]
-    kind, content = execute(call, tools, policy)
+    repeats = repeated(state.history, call)
+    kind, content = execute(call, tools, policy) if not repeats else (ResultKind.VALIDATION_ERROR, (
+        f"ERROR: repeated call: {call.name} was just called with the same arguments; its result is "
+        "above. Use it, or call something else."))
     result = ToolResultMessage(call.id, content, kind)
     finished = content if call.name == FINISH and kind == ResultKind.OK else state.finished
     lines = (LINE_FOR_CALL, LINE_EXECUTE, LINE_APPEND_RESULT)
     state = replace(state, history=state.history + (result,), pending=rest, finished=finished,
-                    note=f"{call.name} ({call.id}) → {kind}")
+                    note=f"{call.name} ({call.id}) → {kind}" + (" (repeated call)" if repeats else ""))
+    if repeats >= 2:
+        return _stop(state, StopReason.REPETITION, f"stopped: {StopReason.REPETITION} ({call.name})", lines,
+                     history=state.history + tuple(ToolResultMessage(c.id, "ERROR: not run: the run stopped",
+                                                                     ResultKind.VALIDATION_ERROR) for c in rest))
     if rest:
         return replace(state, lines=lines)
     if finished is not None:
         return _stop(state, StopReason.FINISH, finished, lines, note="finish[answer] ends the run")
     return replace(state, phase=Phase.CALL_MODEL, lines=lines)
+
+
+def _same(a: ToolCall, b: ToolCall) -> bool:
+    """Same tool, same arguments (as JSON values when they parse: key order and spaces do not count)."""
+    def value(arguments: str) -> object:
+        try:
+            return json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+    return a.name == b.name and value(a.arguments) == value(b.arguments)
+
+
+def repeated(history: tuple[Message, ...], call: ToolCall) -> int:
+    """How many calls right before `call` (in the order they were made) are the same call.
+
+    >>> c = lambda i: ToolCall(f"call_{i}", "search", '{"query": "Ulysses"}')
+    >>> h = (AssistantMessage(tool_calls=(c(1),)), ToolResultMessage("call_1", "…"),
+    ...      AssistantMessage(tool_calls=(c(2),)))
+    >>> repeated(h, c(2)), repeated(h, c(1))
+    (1, 0)
+    """
+    calls = [c for m in history if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    before = calls[:next((i for i, c in enumerate(calls) if c.id == call.id), len(calls))]
+    n = 0
+    for previous in reversed(before):
+        if not _same(previous, call):
+            break
+        n += 1
+    return n

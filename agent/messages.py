@@ -35,6 +35,7 @@ class Origin(StrEnum):
 
     USER = "user"
     RUNTIME = "runtime"
+    SUMMARY = "summary"  # compaction's summary of the turns it replaced (agent.compaction)
 
 
 @dataclass(frozen=True)
@@ -75,20 +76,25 @@ class SystemMessage:
 
 @dataclass(frozen=True)
 class UserMessage:
-    """A user turn. `origin` RUNTIME marks the runtime's own feedback (an unparsable reply)."""
+    """A user turn. `origin` RUNTIME marks the runtime's own feedback (an unparsable reply),
+    SUMMARY compaction's summary, which replaced `replaced` model turns."""
 
     content: str
     origin: Origin = Origin.USER
+    replaced: int = 0
 
     def to_dict(self, extras: bool = False) -> dict:
-        d = {"role": "user", "content": self.content}
+        d: dict = {"role": "user", "content": self.content}
         if extras and self.origin != Origin.USER:
             d["origin"] = str(self.origin)
+        if extras and self.replaced:
+            d["replaced"] = self.replaced
         return d
 
     @staticmethod
     def from_dict(d: dict) -> UserMessage:
-        return UserMessage(content=d.get("content") or "", origin=Origin(d.get("origin", "user")))
+        return UserMessage(content=d.get("content") or "", origin=Origin(d.get("origin", "user")),
+                           replaced=int(d.get("replaced", 0)))
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,15 @@ def message_from_dict(d: dict) -> Message:
     except KeyError as e:
         raise ValueError(f"unknown message role {d.get('role')!r}") from e
     return cls.from_dict(d)
+
+
+def model_turns(history: Iterable[Message]) -> int:
+    """Model calls answered so far: the assistant turns, plus those a compaction summary replaced.
+
+    >>> model_turns([UserMessage("q"), UserMessage("summary", Origin.SUMMARY, 3), AssistantMessage("a")])
+    4
+    """
+    return sum(1 if isinstance(m, AssistantMessage) else getattr(m, "replaced", 0) for m in history)
 
 
 def history_to_dicts(history: Iterable[Message], extras: bool = False) -> list[dict]:

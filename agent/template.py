@@ -40,8 +40,9 @@ class Fmt(StrEnum):
     REACT = "react"  # Thought: / Action: tool[args] / Observation:
 
 
-CATEGORIES = ("system", "tools", "user", "thought", "tool_call", "assistant_text", "tool_result",
-              "template")
+CATEGORIES = ("system", "tools", "exemplars", "documents", "memory", "user", "thought", "tool_call",
+              "tool_result", "assistant_text", "summary", "template")
+BLOCK_CATEGORIES = ("exemplars", "documents", "memory")  # sent with the system turn, never in history
 GENERATION_PROMPT = "generation prompt"
 
 # The native prompts are worded for the bundled 135M model, which follows few instructions: it
@@ -82,12 +83,24 @@ def stop_sequences(fmt: Fmt | str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class Block:
+    """Context sent with every call besides the history: few-shot exemplars, retrieved documents
+    or memory (category one of BLOCK_CATEGORIES); rendered after the system prompt and the tools."""
+
+    category: str
+    text: str
+
+
+@dataclass(frozen=True)
 class Prompt:
-    """What one model call sees: system + history, the advertised tools, the output format."""
+    """What one model call sees: system + history, the advertised tools, the output format, and
+    the blocks re-sent with the system turn (lecture: history + tool schemas + retrieved
+    documents + long-term memory)."""
 
     messages: tuple[Message, ...]
     tools: tuple[Tool, ...] = ()
     fmt: Fmt = Fmt.NATIVE
+    blocks: tuple[Block, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,7 +178,7 @@ def _turn(m: Message, fmt: Fmt, native: bool, tools: tuple[Tool, ...]) -> tuple[
     if isinstance(m, SystemMessage):
         return {"role": "system", "content": m.content}, [_Piece(m.content, "system")]
     if isinstance(m, UserMessage):
-        category = "tool_result" if m.origin == Origin.RUNTIME else "user"
+        category = {Origin.RUNTIME: "tool_result", Origin.SUMMARY: "summary"}.get(m.origin, "user")
         return {"role": "user", "content": m.content}, [_Piece(m.content, category)]
     if isinstance(m, ToolResultMessage):
         if fmt == Fmt.REACT:
@@ -195,19 +208,22 @@ def _loads_or_raw(arguments: str) -> object:
 
 
 def _turns(prompt: Prompt, native: bool) -> list[tuple[dict, list[_Piece]]]:
-    """Every message as a chat-template turn; the tools go into the system turn unless `native`
-    (the template has its own tool support and receives them through tools=)."""
+    """Every message as a chat-template turn. The tools (unless `native`: the template has its own
+    tool support and receives them through tools=) and then the blocks go into the system turn."""
     turns = [_turn(m, Fmt(prompt.fmt), native, prompt.tools) for m in prompt.messages]
     block = "" if native else tools_block(prompt.tools, prompt.fmt)
-    if native:
-        schemas = [_Piece(json.dumps(t.schema(), ensure_ascii=False), "tools") for t in prompt.tools]
-        if turns and turns[0][0]["role"] == "system":
-            turns[0] = (turns[0][0], turns[0][1] + schemas)
-    elif block and turns and turns[0][0]["role"] == "system":
+    added = ([_Piece(block, "tools")] if block else []) + [
+        _Piece("\n\n" + b.text, b.category) for b in prompt.blocks if b.text]
+    system = bool(turns) and turns[0][0]["role"] == "system"
+    if added and system:
         d, pieces = turns[0]
-        turns[0] = ({**d, "content": d["content"] + block}, pieces + [_Piece(block, "tools")])
-    elif block:
-        turns.insert(0, ({"role": "system", "content": block.lstrip()}, [_Piece(block.lstrip(), "tools")]))
+        turns[0] = ({**d, "content": d["content"] + "".join(p.text for p in added)}, pieces + added)
+    elif added:
+        added[0] = _Piece(added[0].text.lstrip(), added[0].category)
+        turns.insert(0, ({"role": "system", "content": "".join(p.text for p in added)}, added))
+    if native and system:
+        schemas = [_Piece(json.dumps(t.schema(), ensure_ascii=False), "tools") for t in prompt.tools]
+        turns[0] = (turns[0][0], turns[0][1] + schemas)
     return turns
 
 
@@ -298,8 +314,11 @@ def wire_messages(prompt: Prompt) -> tuple[list[dict], list[dict]]:
     if Fmt(prompt.fmt) == Fmt.REACT or not prompt.tools:
         return [d for d, _ in _turns(prompt, native=False)], []
     messages = []
-    for m in prompt.messages:
+    extra = "".join("\n\n" + b.text for b in prompt.blocks if b.text)
+    for k, m in enumerate(prompt.messages):
         d = m.to_dict()
+        if k == 0 and extra and isinstance(m, SystemMessage):
+            d["content"] += extra
         if isinstance(m, AssistantMessage):
             content = "\n".join(p.text.lstrip("\n") for p in _assistant_pieces(m, Fmt.NATIVE, False, ()))
             d["content"] = content or None

@@ -137,7 +137,7 @@ def test_policy_refusal_differs_from_validation_failure():
 
 
 def test_step_cap_returns_step_budget_exhausted():
-    replies = [_weather('{"city": "Berlin"}')] * 5
+    replies = [_weather(f'{{"city": "{city}"}}') for city in ("Berlin", "Paris", "Rome", "Madrid", "Oslo")]
     final = _run(replies, settings=Settings(max_steps=3))[-1]
     assert final.final_answer == "stopped: step budget exhausted"
     assert final.stop_reason == StopReason.STEP_BUDGET

@@ -382,3 +382,21 @@ def test_a_loaded_run_gets_the_same_bounds_as_the_controls(lm, tmp_path):
 def test_a_settings_value_is_bounded_before_it_reaches_the_loop():
     assert tab.checked_settings(8192, "3", "512", 64.0) == Settings(
         max_steps=3, context_budget=512, max_new_tokens=64, timeout_s=tab.CALL_LIMIT_S)
+
+
+def test_growth_chart_splits_each_call_into_its_categories_shares():
+    composition = ({"system": 60, "user": 40}, {"system": 60, "user": 40, "summary": 30})
+    view = rv.growth_view((Usage(100, 5), Usage(130, 5)), composition=composition)
+    assert view.count('data-category="summary"') == 2  # one segment, one share in the table
+    assert "summary 23 %" in view and "system prompt: 60 (46 %)" in view
+    assert 'data-category' not in rv.growth_view((Usage(100, 5), Usage(130, 5)))
+
+
+def test_budget_bar_names_every_new_category():
+    state = loop.new_state("Weather in Berlin? Who wrote Ulysses?", "react", "native",
+                      Settings(few_shot=1, retrieve=True, max_new_tokens=64))
+    f = rv.frame((state,), 0, tools_of(load_run(shipped_runs()["two-hop-search"])), None, 4096)
+    view = rv.budget_view(f.breakdown, "no tokenizer")
+    for label in ("few-shot exemplars", "retrieved documents", "memory", "summary"):
+        assert label in view
+    assert 'class="rb-seg cat-exemplars"' in view and 'class="rb-seg cat-documents"' in view

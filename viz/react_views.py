@@ -32,6 +32,7 @@ from agent.budget import (
     breakdown,
     growth,
 )
+from agent.budget import shares as budget_shares
 from agent.loop import (
     LINE_APPEND_RESPONSE,
     PSEUDO_CODE,
@@ -56,6 +57,7 @@ from agent.template import Fmt, Rendered, call_text, render
 from agent.tools import Tool
 from viz.render import esc
 
+PROMPT_CATEGORIES = tuple(c for c in BUDGET_CATEGORIES if c not in (RESERVED, FREE))
 NEW_BADGE = '<span class="rh-new">new</span>'
 LINK_COLORS = ("#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2")
 NEXT_LINES = {Phase.START: "line 1 (append the user input)",
@@ -68,6 +70,7 @@ STOP_WHY = {
     StopReason.CONTEXT_FULL: "before line 3: the prompt plus the reserved reply exceed the budget",
     StopReason.NO_PARSABLE_OUTPUT: "the reply could not be parsed twice in a row",
     StopReason.BACKEND_ERROR: "line 3: the model call failed",
+    StopReason.REPETITION: "the repetition check: the same call with the same arguments a third time",
 }
 RESULT_EVENTS = {
     ResultKind.VALIDATION_ERROR: "validation error: returned to the model as the result",
@@ -232,6 +235,8 @@ def _card(m: Message, colors: dict[str, str], pending: set[str]) -> tuple[str, s
         body = f'<div class="rh-body">{esc(m.content)}</div>'
         if m.origin == Origin.RUNTIME:
             return "rh-user rh-event", "UserMessage · runtime feedback: unparsable reply", body
+        if m.origin == Origin.SUMMARY:
+            return "rh-user rh-summary", f"UserMessage · compaction summary of {m.replaced} model turn(s)", body
         return "rh-user", "UserMessage", body
     if isinstance(m, ToolResultMessage):
         return _result_card(m, colors.get(m.tool_call_id))
@@ -360,7 +365,7 @@ def budget_view(b: Breakdown, tokenizer_label: str, usage: Usage | None = None) 
             f'title="{esc(LABELS[c])}: {b.counts[c]:,}"></span>'
             for c in categories if b.counts[c])
 
-    in_prompt = [c for c in BUDGET_CATEGORIES if c not in (RESERVED, FREE)]
+    in_prompt = PROMPT_CATEGORIES
     limit = (f'<span class="rb-limit" style="left:{100 * b.budget / scale:.3f}%"></span>'
              if scale > b.budget else "")
     legend = "".join(
@@ -390,22 +395,46 @@ def budget_view(b: Breakdown, tokenizer_label: str, usage: Usage | None = None) 
 
 # --- growth --------------------------------------------------------------------------------------
 
-def growth_view(usage: tuple[Usage, ...], width: int = 520, height: int = 200) -> str:
-    """Input tokens per model call (bars) and their running total (line), from budget.growth."""
+def _stacked_bar(x: float, width: float, base: float, height: float, counts: dict[str, int]) -> str:
+    """One call's bar split by category (State.composition): the same colours as the budget bar."""
+    total, y, parts = sum(counts.values()) or 1, base, []
+    for c in PROMPT_CATEGORIES:
+        h = height * counts.get(c, 0) / total
+        if h > 0:
+            y -= h
+            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{h:.1f}" '
+                         f'class="rg-seg cat-{c}" data-category="{c}"><title>{esc(LABELS[c])}: '
+                         f'{counts[c]:,} ({100 * counts[c] / total:.0f} %)</title></rect>')
+    return "".join(parts)
+
+
+def growth_view(usage: tuple[Usage, ...], width: int = 520, height: int = 200,
+                composition: tuple[dict[str, int], ...] = ()) -> str:
+    """Input tokens per model call (bars) and their running total (line), from budget.growth;
+    with `composition` (State.composition) each bar is split into the categories' shares."""
     points = growth(usage)
     if not points:
         return '<div class="rg empty">No model call yet: each call will add a bar here.</div>'
+    split = len(composition) == len(points)
     top, step, base = points[-1].total or 1, (width - 60) / len(points), height - 20
     bars, line = [], []
     for k, p in enumerate(points):
         x, h = 50 + k * step, (height - 40) * p.input_tokens / top
+        inner = (_stacked_bar(x + step * 0.15, step * 0.7, base, h, composition[k]) if split else "")
         bars.append(f'<rect x="{x + step * 0.15:.1f}" y="{base - h:.1f}" width="{step * 0.7:.1f}" '
                     f'height="{h:.1f}" class="rg-bar"><title>call {p.call}: {p.input_tokens:,}'
-                    f'</title></rect><text x="{x + step / 2:.1f}" y="{height - 4}" class="rg-tick">'
+                    f'</title></rect>{inner}<text x="{x + step / 2:.1f}" y="{height - 4}" class="rg-tick">'
                     f'{p.call}</text>')
         line.append(f"{x + step / 2:.1f},{base - (height - 40) * p.total / top:.1f}")
-    rows = "".join(f"<tr><td>{p.call}</td><td>{p.input_tokens:,}</td><td>{p.total:,}</td></tr>"
-                   for p in points)
+    return _growth_html(points, bars, line, width, height, base, top, composition if split else ())
+
+
+def _growth_html(points, bars, line, width, height, base, top, composition) -> str:
+    shares = budget_shares(composition)
+    rows = "".join(f"<tr><td>{p.call}</td><td>{p.input_tokens:,}</td><td>{p.total:,}</td>"
+                   + (f"<td>{_top_shares(shares[k])}</td>" if shares else "") + "</tr>"
+                   for k, p in enumerate(points))
+    head = "<th>largest shares</th>" if shares else ""
     return (
         f'<div class="rg" data-calls="{len(points)}" data-total="{points[-1].total}">'
         f'<svg viewBox="0 0 {width} {height}" class="rg-svg" role="img" '
@@ -415,12 +444,17 @@ def growth_view(usage: tuple[Usage, ...], width: int = 520, height: int = 200) -
         '<text x="44" y="42" class="rg-tick end">tokens</text>'
         f'{"".join(bars)}'
         f'<polyline points="{" ".join(line)}" class="rg-line"/></svg>'
-        '<table class="rg-table"><tr><th>call</th><th>input tokens</th><th>running total</th></tr>'
+        f'<table class="rg-table"><tr><th>call</th><th>input tokens</th><th>running total</th>{head}</tr>'
         f'{rows}</table><div class="rg-note"><b class="rg-key k-bar">■</b> input tokens of each '
         'model call (x axis) <b class="rg-key k-line">━</b> running total: every call re-sends '
         'everything, so '
         'the total grows with the square of the number of turns</div></div>'
     )
+
+
+def _top_shares(share: dict[str, float], n: int = 3) -> str:
+    best = sorted(((v, c) for c, v in share.items() if v > 0), reverse=True)[:n]
+    return " · ".join(f'<span data-category="{c}">{esc(LABELS[c])} {100 * v:.0f} %</span>' for v, c in best)
 
 
 def growth_figure(usage: tuple[Usage, ...], title: str = ""):

@@ -165,10 +165,12 @@ body { font-size: var(--body-text-size); }
 .rs-why { font-size: 0.8em; opacity: 0.8; }
 .rs-answer { font-size: 1.2em; font-weight: 700; margin-top: 0.1em; }
 .rs-answer:empty { display: none; }
-.cat-system { background: #64748b; } .cat-tools { background: #7c3aed; }
-.cat-user { background: #2563eb; } .cat-thought { background: #d97706; }
-.cat-tool_call { background: #059669; } .cat-assistant_text { background: #0891b2; }
-.cat-tool_result { background: #db2777; } .cat-template { background: #cbd5e1; }
+.cat-system { --cat: #64748b; } .cat-tools { --cat: #7c3aed; }
+.cat-exemplars { --cat: #a16207; } .cat-documents { --cat: #4d7c0f; } .cat-memory { --cat: #9333ea; }
+.cat-user { --cat: #2563eb; } .cat-thought { --cat: #d97706; }
+.cat-tool_call { --cat: #059669; } .cat-assistant_text { --cat: #0891b2; }
+.cat-tool_result { --cat: #db2777; } .cat-summary { --cat: #0f766e; } .cat-template { --cat: #cbd5e1; }
+[class*="cat-"] { background: var(--cat); fill: var(--cat); }
 .cat-reserved { background: repeating-linear-gradient(45deg, #fbbf24 0 6px, #fde68a 6px 12px); }
 .cat-free { background: rgba(127, 127, 127, 0.12); }
 .rb { font-size: 16px; }
