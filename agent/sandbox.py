@@ -202,8 +202,22 @@ def _result(message: dict, limits: Limits) -> SandboxResult:
     if "status" in message:  # the supervisor's report: the child sent nothing
         return SandboxResult("", _ended(bool(message.get("killed")), int(message["status"]), limits))
     output, error = str(message.get("output", ""))[:2 * limits.output_chars], message.get("error")
-    return SandboxResult(output, None if error is None else str(error)[:limits.output_chars],
+    return SandboxResult(inert(output), None if error is None else inert(str(error)[:limits.output_chars]),
                          layers=tuple(message.get("layers", ())))
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), *range(127, 160)) if chr(c) not in "\n\t"}
+_CONTROL.update({c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def inert(text: str) -> str:
+    """The code's output with control characters (terminal escapes, NUL, bidi overrides) written
+    as visible escapes: what the model and the page read is plain text, nothing that acts.
+
+    >>> inert("\\x1b[31mred\\x00 line\\n\\u202eevil")
+    '\\\\x1b[31mred\\\\x00 line\\n\\\\u202eevil'
+    """
+    return text.translate(_CONTROL)
 
 
 def _ended(killed: bool, status: int, limits: Limits) -> str:

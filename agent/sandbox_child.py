@@ -22,6 +22,7 @@ It never imports torch, transformers or Gradio (agent.tools imports only the sta
 
 from __future__ import annotations
 
+import _string
 import ast
 import ctypes
 import errno
@@ -30,6 +31,7 @@ import math
 import os
 import resource
 import signal
+import string
 
 from smolagents import local_python_executor as lpe
 
@@ -150,12 +152,34 @@ def _deny(f, sc, name: str, *arguments) -> None:
         pass  # a system call this architecture does not have (aarch64 has no open, fork, …)
 
 
+def guarded_get_field(self, field_name: str, args, kwargs):
+    """string.Formatter.get_field, but each step is checked as the interpreter checks `a.b`.
+
+    The stock method does getattr/getitem in the standard library, out of the interpreter's
+    sight: `Formatter().get_field('0.__init__.__globals__[_os].open', [random.Random], {})` handed
+    `os.open` to the code (a read of any file). Here an attribute that starts with "_" is refused
+    and every value on the path passes smolagents' own check (no unauthorised module, no eval…).
+    """
+    first, rest = _string.formatter_field_name_split(field_name)
+    value = self.get_value(first, args, kwargs)
+    for is_attribute, key in rest:
+        if is_attribute and str(key).startswith("_"):
+            raise lpe.InterpreterError(f"Forbidden access to attribute in a format field: {key}")
+        value = getattr(value, key) if is_attribute else value[key]
+        lpe.check_safer_result(value, STATIC_TOOLS, list(ALLOWED_IMPORTS))
+    return value, first
+
+
+STATIC_TOOLS = {**lpe.BASE_PYTHON_TOOLS, **CODE_FUNCTIONS}
+
+
 def interpret(code: str, output_chars: int) -> tuple[str, str | None]:
     """What the code prints plus the value of its last expression; the error message, if any."""
     lpe.PrintContainer = BoundedPrint  # this process's own copy of smolagents, in this process only
     BoundedPrint.LIMIT = output_chars
+    string.Formatter.get_field = guarded_get_field  # this process's own copy, in this process only
     state: dict = {"__name__": "__main__"}
-    static = {**lpe.BASE_PYTHON_TOOLS, **CODE_FUNCTIONS}
+    static = dict(STATIC_TOOLS)
     error, value = None, None
     try:
         value, _ = lpe.evaluate_python_code(code, static_tools=static, state=state,
