@@ -26,12 +26,15 @@ import _string
 import ast
 import ctypes
 import errno
+import functools
 import json
 import math
 import os
 import resource
 import signal
 import string
+import types
+import typing
 
 from smolagents import local_python_executor as lpe
 
@@ -170,14 +173,51 @@ def guarded_get_field(self, field_name: str, args, kwargs):
     return value, first
 
 
-STATIC_TOOLS = {**lpe.BASE_PYTHON_TOOLS, **CODE_FUNCTIONS}
+def nodunder_setattr(obj, name, value):
+    """setattr, but never a dunder: `setattr(f, '__annotations__', {'x': "__import__('os')"})`
+    would otherwise feed a string to typing's eval (functools.singledispatch's register)."""
+    if isinstance(name, str) and name.startswith("__") and name.endswith("__"):
+        raise lpe.InterpreterError(f"Forbidden access to dunder attribute: {name}")
+    setattr(obj, name, value)
+
+
+_update_wrapper, _get_type_hints = functools.update_wrapper, typing.get_type_hints
+
+
+def guarded_update_wrapper(wrapper, wrapped, assigned=functools.WRAPPER_ASSIGNMENTS,
+                           updated=functools.WRAPPER_UPDATES):
+    """functools.update_wrapper for functions with the standard attributes only: with its own
+    `assigned` names and an object whose __setattr__ keeps the values, the stock one hands the
+    code any dunder attribute (`__globals__`, `__subclasses__`, …)."""
+    if (not set(assigned) <= set(functools.WRAPPER_ASSIGNMENTS) or not set(updated) <= set(functools.WRAPPER_UPDATES)
+            or not isinstance(wrapper, types.FunctionType)):
+        raise lpe.InterpreterError("Forbidden: update_wrapper only copies the standard attributes onto a function")
+    return _update_wrapper(wrapper, wrapped, assigned, updated)
+
+
+def guarded_get_type_hints(obj, *args, **kwargs):
+    """typing.get_type_hints, but a string annotation is never evaluated (it would be an eval)."""
+    annotations = getattr(obj, "__annotations__", None) or {}
+    if any(isinstance(v, str) for v in dict(annotations).values()):
+        raise lpe.InterpreterError("Forbidden: string annotations are not evaluated in the sandbox")
+    return _get_type_hints(obj, *args, **kwargs)
+
+
+STATIC_TOOLS = {**lpe.BASE_PYTHON_TOOLS, "setattr": nodunder_setattr, **CODE_FUNCTIONS}
+
+
+def harden() -> None:
+    """Close the standard library's own getattr/eval paths, in this process only."""
+    string.Formatter.get_field = guarded_get_field
+    functools.update_wrapper = guarded_update_wrapper
+    typing.get_type_hints = guarded_get_type_hints
 
 
 def interpret(code: str, output_chars: int) -> tuple[str, str | None]:
     """What the code prints plus the value of its last expression; the error message, if any."""
     lpe.PrintContainer = BoundedPrint  # this process's own copy of smolagents, in this process only
     BoundedPrint.LIMIT = output_chars
-    string.Formatter.get_field = guarded_get_field  # this process's own copy, in this process only
+    harden()
     state: dict = {"__name__": "__main__"}
     static = dict(STATIC_TOOLS)
     error, value = None, None

@@ -104,6 +104,25 @@ HOSTILE = [  # (name, code, the error it must end with)
      "class F(string.Formatter):\n    def format_field(self, value, spec):\n        box.append(value)\n"
      "        return ''\nF().format('{0.__init__.__globals__[_os].getcwd}', random.Random)\nbox[0]()",
      FORMAT_FIELD),
+    # red team: update_wrapper with its own names and a keeping __setattr__ read any dunder
+    ("__globals__ through functools.update_wrapper", "import functools, random\nbox = []\n"
+     "class W:\n    def __setattr__(self, name, value):\n        box.append(value)\n"
+     "functools.update_wrapper(W(), random.Random, assigned=('__init__',), updated=())\n"
+     "functools.update_wrapper(W(), box[0], assigned=('__globals__',), updated=())\n"
+     "list(map(getattr, map(box[1].get, ['_os']), ['open']))[0]('/etc/passwd', 0)", r"Forbidden: update_wrapper"),
+    # red team: a string annotation is an eval in typing.get_type_hints (singledispatch.register)
+    ("eval through setattr __annotations__ and singledispatch", "import functools\n"
+     "def base(x):\n    return 0\ndef f(x):\n    return 1\n"
+     "setattr(f, '__annotations__', {'x': \"open('/etc/passwd').read()\"})\n"
+     "functools.singledispatch(base).register(f)", FORBIDDEN),
+    ("eval through an assigned __annotations__", "import functools\n"
+     "def base(x):\n    return 0\ndef f(x):\n    return 1\n"
+     "f.__annotations__ = {'x': \"open('/etc/passwd').read()\"}\n"
+     "functools.singledispatch(base).register(f)", r"string annotations are not evaluated"),
+    ("eval through a class's annotations copied by update_wrapper", "import functools\n"
+     "def base(x):\n    return 0\nclass A:\n    x: \"open('/etc/passwd').read()\"\n"
+     "def f(x):\n    return 1\nfunctools.update_wrapper(f, A)\nfunctools.singledispatch(base).register(f)",
+     r"string annotations are not evaluated"),
 ]
 
 
@@ -137,6 +156,12 @@ def test_a_hundred_megabytes_of_output_come_back_truncated():
 def test_format_fields_without_underscores_still_work():
     code = "import string\nstring.Formatter().format('{0} {1[a]} {2.real}', 1, {'a': 2}, 3)"
     assert run_code(code, TIGHT).output == "'1 2 3'"
+
+
+def test_the_hardened_helpers_still_do_their_ordinary_work():
+    code = ("import functools\ndef a(x):\n    return x\n@functools.wraps(a)\ndef b(x):\n    return a(x) + 1\n"
+            "class A:\n    pass\nobj = A()\nsetattr(obj, 'y', 2)\nb(obj.y)")
+    assert run_code(code, TIGHT).output == "3"
 
 
 def test_control_characters_in_the_output_come_back_inert():
