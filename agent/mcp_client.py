@@ -196,8 +196,11 @@ class McpClient:
 
     def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
         """prompts/get → the text of its user messages (what fills the task box)."""
-        if len(arguments) > 8 or any(len(str(v)) > MAX_ARGUMENT_CHARS for v in arguments.values()):
-            raise McpFailure(f"at most 8 prompt arguments of {MAX_ARGUMENT_CHARS} characters each")
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
+            raise McpFailure(f"not a prompt name: {str(name)[:64]!r}")
+        if not isinstance(arguments, dict) or len(arguments) > 8 \
+                or any(not isinstance(v, str) or len(v) > MAX_ARGUMENT_CHARS for v in arguments.values()):
+            raise McpFailure(f"at most 8 prompt arguments, each a string of {MAX_ARGUMENT_CHARS} characters at most")
         arguments = {str(k)[:64]: str(v) for k, v in arguments.items()}
         result = self._request("prompts/get", lambda s: s.get_prompt(name, arguments))
         texts = [m.content.text for m in result.messages if m.role == "user" and hasattr(m.content, "text")]
@@ -220,6 +223,7 @@ class McpClient:
         """Stop the server process (stdin closed, then SIGTERM/SIGKILL by the SDK) and the thread."""
         conn, self._conn = self._conn, None
         if conn is None:
+            _running.discard(self)  # a place reserved by _make_room, never used
             return
         conn.loop.call_soon_threadsafe(conn.stop.set)
         try:
@@ -273,7 +277,6 @@ class McpClient:
         ready: concurrent.futures.Future = concurrent.futures.Future()
         self._conn = conn = _Connection(loop, thread, stop)
         conn.main = asyncio.run_coroutine_threadsafe(self._main(conn, ready), loop)
-        _running.add(self)
         try:
             self.server_info = ready.result(timeout=self.start_timeout_s)
         except concurrent.futures.TimeoutError:
@@ -421,11 +424,24 @@ _registry = threading.Lock()
 _reaper: threading.Thread | None = None
 
 
+_room = threading.Lock()  # the check "fewer than MAX_RUNNING" and the reservation are one step
+
+
 def _make_room(client: McpClient) -> None:
+    """Reserve a place in _running for `client`: stop servers idle past IDLE_S, then if all places
+    are taken the least recently used idle one (never one in a request); else McpFailure."""
     reap_idle(IDLE_S)
-    if len(_running - {client}) >= MAX_RUNNING:
-        reap_idle(0, keep=client)
-    if len(_running - {client}) >= MAX_RUNNING:
+    for attempt in range(2):
+        with _room:
+            if len(_running - {client}) < MAX_RUNNING:
+                _running.add(client)
+                break
+        if attempt == 0:
+            idle = sorted((c for c in list(_running) if c is not client and not c._lock.locked()),
+                          key=lambda c: c.last_used)
+            if idle:
+                idle[0].close()
+    else:
         raise McpFailure(f"{MAX_RUNNING} MCP servers are running for other visitors; try again shortly")
     _start_reaper()
 
