@@ -127,9 +127,20 @@ class _Zygote:
                     socket.send_fds(self.sock, [request], [result_fd])
                     return fresh
                 except OSError:
-                    self.process.kill()
-                    self.process = None
+                    self._stop()
         raise OSError("the sandbox's fork server could not be reached")
+
+    def restart(self) -> None:
+        """A call got no reply at all (the fork server is stopped or stuck): the next call starts a
+        fresh one. Calls in flight keep their supervisors, which are processes of their own."""
+        with self.lock:
+            self._stop()
+
+    def _stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=5)  # reaped: no zombie left in the server
+            self.process = None
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -139,6 +150,7 @@ class _Zygote:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         theirs.close()
+        ours.settimeout(STARTUP_S)  # a fork server that stopped reading cannot block a send forever
         if self.sock is not None:
             self.sock.close()
         self.sock = ours
@@ -171,6 +183,7 @@ def _run_in_child(code: str, limits: Limits) -> SandboxResult:
         shutil.rmtree(workdir, ignore_errors=True)
     message = _decode(data)
     if message is None:
+        _zygote.restart()
         return SandboxResult("", f"the sandbox sent no result within {wait_s:g} s")
     return _result(message, limits)
 

@@ -177,6 +177,23 @@ def test_a_killed_fork_server_is_replaced_on_the_next_call():
     assert run_code("6 * 7").output == "42"
 
 
+def test_a_stopped_fork_server_is_replaced_after_one_lost_call():
+    import signal
+
+    run_code("1")
+    stuck = sandbox._zygote.process
+    os.kill(stuck.pid, signal.SIGSTOP)
+    try:
+        lost = run_code("1", Limits(wall_s=0.5, cpu_s=1))
+        assert "sent no result within" in lost.error
+        assert run_code("6 * 7").output == "42"
+        assert sandbox._zygote.process is not stuck and stuck.poll() is not None
+    finally:
+        if stuck.poll() is None:
+            stuck.kill()
+            stuck.wait()
+
+
 def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
