@@ -58,6 +58,7 @@ START_TIMEOUT_S = 20.0  # process start + initialize (+ tools/list)
 CALL_TIMEOUT_S = 10.0  # any one request after that
 IDLE_S = 600.0  # a session's server idle this long is stopped by the reaper
 MAX_RUNNING = 8  # server processes at once, all sessions together
+MAX_SESSIONS = 64  # sessions whose client (and wire log) is kept, all together
 MAX_TOOLS = 32
 MAX_DESCRIPTION_CHARS = 1000
 MAX_RESULT_CHARS = 4000
@@ -471,15 +472,22 @@ def _reap_forever() -> None:
 
 
 def for_session(key: str, spec: ServerSpec) -> McpClient:
-    """The session's one client: a different source closes the old server first."""
+    """The session's one client: a different source closes the old server first. At most
+    MAX_SESSIONS clients (and their wire logs) are kept: beyond, the least recently used is dropped
+    (its server stopped), so sessions that never end cannot grow the server's memory."""
     with _registry:
         client = _sessions.get(key)
         if client is not None and client.spec == spec:
+            client.last_used = time.monotonic()
             return client
-        if client is not None:
-            client.close()
+        dropped = [] if client is None else [client]
         _sessions[key] = client = McpClient(spec)
-        return client
+        while len(_sessions) > MAX_SESSIONS:
+            oldest = min((k for k in _sessions if k != key), key=lambda k: _sessions[k].last_used)
+            dropped.append(_sessions.pop(oldest))
+    for old in dropped:
+        old.close()
+    return client
 
 
 def close_session(key: str) -> None:

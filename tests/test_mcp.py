@@ -412,3 +412,19 @@ def test_the_process_cap_holds_when_many_sessions_start_at_once(monkeypatch):
     finally:
         for c in clients:
             c.close()
+
+
+def test_sessions_that_never_end_cannot_grow_the_servers_memory(monkeypatch):
+    """Each kept client holds a wire log (≤ MAX_FRAMES frames); the number of clients is bounded."""
+    import agent.mcp_client as mc
+
+    monkeypatch.setattr(mc, "MAX_SESSIONS", 3)
+    keys = [f"visitor-{i}" for i in range(6)]
+    try:
+        for key in keys:
+            for_session(key, LAB_SERVER)
+        assert len(mc._sessions) <= 3 and keys[-1] in mc._sessions
+        assert for_session(keys[-1], LAB_SERVER) is mc._sessions[keys[-1]]
+    finally:
+        for key in keys:
+            close_session(key)
