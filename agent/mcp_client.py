@@ -117,7 +117,7 @@ def spec_for(label: str) -> ServerSpec | None:
     specs = {s.label: s for s in (LAB_SERVER, UNTRUSTED_SERVER, _operator) if s is not None}
     if label == BUILT_IN:
         return None
-    if label not in specs:
+    if not isinstance(label, str) or label not in specs:
         raise ValueError(f"unknown tool source {str(label)[:80]!r}; choose one of: {', '.join(sources())}")
     return specs[label]
 

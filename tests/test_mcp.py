@@ -428,3 +428,9 @@ def test_sessions_that_never_end_cannot_grow_the_servers_memory(monkeypatch):
     finally:
         for key in keys:
             close_session(key)
+
+
+def test_a_tools_from_label_of_any_type_is_a_clear_refusal():
+    for label in (["MCP server (stdio)"], {"command": "sh"}, None, 3, "x" * 10**6):
+        with pytest.raises(ValueError, match="unknown tool source"):
+            spec_for(label)
