@@ -203,6 +203,20 @@ def guarded_get_type_hints(obj, *args, **kwargs):
     return _get_type_hints(obj, *args, **kwargs)
 
 
+_evaluate_ast = lpe.evaluate_ast
+
+
+def scrubbing_evaluate_ast(*args, **kwargs):
+    """smolagents' evaluate_ast, but an AttributeError leaves without its `obj`: str.format walks
+    dunder paths in C, and `'{0.__init__.__globals__[_os].open.x}'.format(random.Random)` raised
+    one whose `obj` was os.open, caught with `except AttributeError as e: e.obj`."""
+    try:
+        return _evaluate_ast(*args, **kwargs)
+    except AttributeError as e:
+        e.obj = None
+        raise
+
+
 STATIC_TOOLS = {**lpe.BASE_PYTHON_TOOLS, "setattr": nodunder_setattr, **CODE_FUNCTIONS}
 
 
@@ -211,6 +225,7 @@ def harden() -> None:
     string.Formatter.get_field = guarded_get_field
     functools.update_wrapper = guarded_update_wrapper
     typing.get_type_hints = guarded_get_type_hints
+    lpe.evaluate_ast = scrubbing_evaluate_ast
 
 
 def interpret(code: str, output_chars: int) -> tuple[str, str | None]:

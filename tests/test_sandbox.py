@@ -123,6 +123,15 @@ HOSTILE = [  # (name, code, the error it must end with)
      "def base(x):\n    return 0\nclass A:\n    x: \"open('/etc/passwd').read()\"\n"
      "def f(x):\n    return 1\nfunctools.update_wrapper(f, A)\nfunctools.singledispatch(base).register(f)",
      r"string annotations are not evaluated"),
+    # red team: str.format walks a dunder path in C; the AttributeError it raises carried `obj`
+    ("os.open through str.format and AttributeError.obj", "import random\ndef grab(path):\n"
+     "    try:\n        ('{0.' + path + '.no_such}').format(random.Random)\n"
+     "    except AttributeError as e:\n        return e.obj\n"
+     "grab('__init__.__globals__[_os].read')(grab('__init__.__globals__[_os].open')('/etc/passwd', 0), 99)",
+     r"'NoneType' object is not callable"),
+    ("os.getcwd through format_map and AttributeError.obj", "import random\ntry:\n"
+     "    '{r.__init__.__globals__[_os].getcwd.no_such}'.format_map({'r': random.Random})\n"
+     "except AttributeError as e:\n    leaked = e.obj\nleaked()", r"'NoneType' object is not callable"),
 ]
 
 
