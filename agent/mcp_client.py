@@ -146,6 +146,7 @@ class McpClient:
     server_info: dict = field(default_factory=dict)
     _conn: _Connection | None = None
     _label: str | None = None
+    _listed_uris: list[str] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _t0: float = field(default_factory=time.monotonic)
 
@@ -187,8 +188,18 @@ class McpClient:
             raise McpFailure(f"not a resource URI: {str(uri)[:100]!r}") from None
         if len(str(uri)) > MAX_ARGUMENT_CHARS:
             raise McpFailure(f"the URI is longer than {MAX_ARGUMENT_CHARS} characters")
+        if not self._listed(str(url)):
+            raise McpFailure(f"not a resource this server lists: {str(uri)[:100]!r}")
         result = self._request("resources/read", lambda s: s.read_resource(url))
         return "\n".join(getattr(c, "text", "[binary]") for c in result.contents)[:MAX_RESULT_CHARS]
+
+    def _listed(self, uri: str) -> bool:
+        """`uri` is one the server listed, or starts with a template's fixed part
+        (encyclopedia://{title} → "encyclopedia://"), without a path step ".." after it."""
+        if self._listed_uris is None:
+            self._listed_uris = [r.get("uri") or r["uriTemplate"].split("{", 1)[0] for r in self.resources()]
+        return any(uri == p or (uri.startswith(p) and ".." not in uri[len(p):].split("/"))
+                   for p in self._listed_uris if p)
 
     def prompts(self) -> list[dict]:
         listed = self._request("prompts/list", lambda s: s.list_prompts())

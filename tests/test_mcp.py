@@ -434,3 +434,14 @@ def test_a_tools_from_label_of_any_type_is_a_clear_refusal():
     for label in (["MCP server (stdio)"], {"command": "sh"}, None, 3, "x" * 10**6):
         with pytest.raises(ValueError, match="unknown tool source"):
             spec_for(label)
+
+
+def test_a_resource_uri_outside_what_the_server_lists_is_never_sent(lab):
+    """An operator's server may offer file:// or other templates; a visitor reads only what the
+    server lists (a resource's URI or a template's prefix), so nothing else reaches resources/read."""
+    sent = len([r for r in wire_rows(lab.wire) if r["method"] == "resources/read" and r["kind"] == "request"])
+    for uri in ("file:///etc/passwd", "http://169.254.169.254/latest/meta-data", "encyclopedia:/../x"):
+        with pytest.raises(McpFailure, match="not a resource this server lists"):
+            lab.read_resource(uri)
+    reads = [r for r in wire_rows(lab.wire) if r["method"] == "resources/read" and r["kind"] == "request"]
+    assert len(reads) == sent
