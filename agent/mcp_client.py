@@ -58,6 +58,7 @@ START_TIMEOUT_S = 20.0  # process start + initialize (+ tools/list)
 CALL_TIMEOUT_S = 10.0  # any one request after that
 IDLE_S = 600.0  # a session's server idle this long is stopped by the reaper
 MAX_RUNNING = 8  # server processes at once, all sessions together
+MAX_SESSIONS = 64  # sessions whose client (and wire log) is kept, all together
 MAX_TOOLS = 32
 MAX_DESCRIPTION_CHARS = 1000
 MAX_RESULT_CHARS = 4000
@@ -116,7 +117,7 @@ def spec_for(label: str) -> ServerSpec | None:
     specs = {s.label: s for s in (LAB_SERVER, UNTRUSTED_SERVER, _operator) if s is not None}
     if label == BUILT_IN:
         return None
-    if label not in specs:
+    if not isinstance(label, str) or label not in specs:
         raise ValueError(f"unknown tool source {str(label)[:80]!r}; choose one of: {', '.join(sources())}")
     return specs[label]
 
@@ -145,6 +146,7 @@ class McpClient:
     server_info: dict = field(default_factory=dict)
     _conn: _Connection | None = None
     _label: str | None = None
+    _listed_uris: list[str] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _t0: float = field(default_factory=time.monotonic)
 
@@ -186,8 +188,18 @@ class McpClient:
             raise McpFailure(f"not a resource URI: {str(uri)[:100]!r}") from None
         if len(str(uri)) > MAX_ARGUMENT_CHARS:
             raise McpFailure(f"the URI is longer than {MAX_ARGUMENT_CHARS} characters")
+        if not self._listed(str(url)):
+            raise McpFailure(f"not a resource this server lists: {str(uri)[:100]!r}")
         result = self._request("resources/read", lambda s: s.read_resource(url))
         return "\n".join(getattr(c, "text", "[binary]") for c in result.contents)[:MAX_RESULT_CHARS]
+
+    def _listed(self, uri: str) -> bool:
+        """`uri` is one the server listed, or starts with a template's fixed part
+        (encyclopedia://{title} → "encyclopedia://"), without a path step ".." after it."""
+        if self._listed_uris is None:
+            self._listed_uris = [r.get("uri") or r["uriTemplate"].split("{", 1)[0] for r in self.resources()]
+        return any(uri == p or (uri.startswith(p) and ".." not in uri[len(p):].split("/"))
+                   for p in self._listed_uris if p)
 
     def prompts(self) -> list[dict]:
         listed = self._request("prompts/list", lambda s: s.list_prompts())
@@ -196,8 +208,11 @@ class McpClient:
 
     def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
         """prompts/get → the text of its user messages (what fills the task box)."""
-        if len(arguments) > 8 or any(len(str(v)) > MAX_ARGUMENT_CHARS for v in arguments.values()):
-            raise McpFailure(f"at most 8 prompt arguments of {MAX_ARGUMENT_CHARS} characters each")
+        if not isinstance(name, str) or not TOOL_NAME.match(name):
+            raise McpFailure(f"not a prompt name: {str(name)[:64]!r}")
+        if not isinstance(arguments, dict) or len(arguments) > 8 \
+                or any(not isinstance(v, str) or len(v) > MAX_ARGUMENT_CHARS for v in arguments.values()):
+            raise McpFailure(f"at most 8 prompt arguments, each a string of {MAX_ARGUMENT_CHARS} characters at most")
         arguments = {str(k)[:64]: str(v) for k, v in arguments.items()}
         result = self._request("prompts/get", lambda s: s.get_prompt(name, arguments))
         texts = [m.content.text for m in result.messages if m.role == "user" and hasattr(m.content, "text")]
@@ -220,6 +235,7 @@ class McpClient:
         """Stop the server process (stdin closed, then SIGTERM/SIGKILL by the SDK) and the thread."""
         conn, self._conn = self._conn, None
         if conn is None:
+            _running.discard(self)  # a place reserved by _make_room, never used
             return
         conn.loop.call_soon_threadsafe(conn.stop.set)
         try:
@@ -273,7 +289,6 @@ class McpClient:
         ready: concurrent.futures.Future = concurrent.futures.Future()
         self._conn = conn = _Connection(loop, thread, stop)
         conn.main = asyncio.run_coroutine_threadsafe(self._main(conn, ready), loop)
-        _running.add(self)
         try:
             self.server_info = ready.result(timeout=self.start_timeout_s)
         except concurrent.futures.TimeoutError:
@@ -421,11 +436,24 @@ _registry = threading.Lock()
 _reaper: threading.Thread | None = None
 
 
+_room = threading.Lock()  # the check "fewer than MAX_RUNNING" and the reservation are one step
+
+
 def _make_room(client: McpClient) -> None:
+    """Reserve a place in _running for `client`: stop servers idle past IDLE_S, then if all places
+    are taken the least recently used idle one (never one in a request); else McpFailure."""
     reap_idle(IDLE_S)
-    if len(_running - {client}) >= MAX_RUNNING:
-        reap_idle(0, keep=client)
-    if len(_running - {client}) >= MAX_RUNNING:
+    for attempt in range(2):
+        with _room:
+            if len(_running - {client}) < MAX_RUNNING:
+                _running.add(client)
+                break
+        if attempt == 0:
+            idle = sorted((c for c in list(_running) if c is not client and not c._lock.locked()),
+                          key=lambda c: c.last_used)
+            if idle:
+                idle[0].close()
+    else:
         raise McpFailure(f"{MAX_RUNNING} MCP servers are running for other visitors; try again shortly")
     _start_reaper()
 
@@ -455,15 +483,22 @@ def _reap_forever() -> None:
 
 
 def for_session(key: str, spec: ServerSpec) -> McpClient:
-    """The session's one client: a different source closes the old server first."""
+    """The session's one client: a different source closes the old server first. At most
+    MAX_SESSIONS clients (and their wire logs) are kept: beyond, the least recently used is dropped
+    (its server stopped), so sessions that never end cannot grow the server's memory."""
     with _registry:
         client = _sessions.get(key)
         if client is not None and client.spec == spec:
+            client.last_used = time.monotonic()
             return client
-        if client is not None:
-            client.close()
+        dropped = [] if client is None else [client]
         _sessions[key] = client = McpClient(spec)
-        return client
+        while len(_sessions) > MAX_SESSIONS:
+            oldest = min((k for k in _sessions if k != key), key=lambda k: _sessions[k].last_used)
+            dropped.append(_sessions.pop(oldest))
+    for old in dropped:
+        old.close()
+    return client
 
 
 def close_session(key: str) -> None:

@@ -64,7 +64,7 @@ def wire_rows(log) -> list[dict]:
         from_server = entry.get("direction") == "in"
         rows.append({"n": str(entry.get("n", "")), "arrow": ARROWS.get(entry.get("direction"), "?"),
                      "kind": kind, "method": method[:100], "id": rid[:40],
-                     "tool_call_id": entry.get("tool_call_id") or (labels.get(rid, "") if rid else ""),
+                     "tool_call_id": str(entry.get("tool_call_id") or (labels.get(rid, "") if rid else ""))[:100],
                      "body": _body(frame), "untrusted": bool(entry.get("untrusted")) and from_server})
     return rows
 
@@ -75,13 +75,27 @@ def wire_table(log) -> list[list[str]]:
              r["id"], r["tool_call_id"], r["body"]] for r in wire_rows(log)]
 
 
+_INERT = {ord("$"): "&#36;", ord("{"): "&#123;", ord("}"): "&#125;", ord("`"): "&#96;",
+          **{c: f"&#{c};" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
+
+
+def inert(text: str) -> str:
+    """Escaped for HTML, and for a JS template literal (`${…}`, backticks) should a view embed
+    the table in one; bidi overrides shown as character references, not applied.
+
+    >>> inert("<b>${x}</b>`")
+    '&lt;b&gt;&#36;&#123;x&#125;&lt;/b&gt;&#96;'
+    """
+    return html.escape(str(text), quote=True).translate(_INERT)
+
+
 def wire_html(log) -> str:
-    """An escaped HTML table; rows from an untrusted server carry class "untrusted"."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+    """An escaped HTML table (`inert`); rows from an untrusted server carry class "untrusted"."""
+    head = "".join(f"<th>{inert(c)}</th>" for c in COLUMNS)
     body = []
     for row in wire_table(log):
         cls = ' class="untrusted"' if "(untrusted)" in row[2] else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>")
+        body.append(f"<tr{cls}>" + "".join(f"<td>{inert(cell)}</td>" for cell in row) + "</tr>")
     return f'<table class="mcp-wire"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 

@@ -127,9 +127,20 @@ class _Zygote:
                     socket.send_fds(self.sock, [request], [result_fd])
                     return fresh
                 except OSError:
-                    self.process.kill()
-                    self.process = None
+                    self._stop()
         raise OSError("the sandbox's fork server could not be reached")
+
+    def restart(self) -> None:
+        """A call got no reply at all (the fork server is stopped or stuck): the next call starts a
+        fresh one. Calls in flight keep their supervisors, which are processes of their own."""
+        with self.lock:
+            self._stop()
+
+    def _stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=5)  # reaped: no zombie left in the server
+            self.process = None
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -139,6 +150,7 @@ class _Zygote:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         theirs.close()
+        ours.settimeout(STARTUP_S)  # a fork server that stopped reading cannot block a send forever
         if self.sock is not None:
             self.sock.close()
         self.sock = ours
@@ -171,6 +183,7 @@ def _run_in_child(code: str, limits: Limits) -> SandboxResult:
         shutil.rmtree(workdir, ignore_errors=True)
     message = _decode(data)
     if message is None:
+        _zygote.restart()
         return SandboxResult("", f"the sandbox sent no result within {wait_s:g} s")
     return _result(message, limits)
 
@@ -202,8 +215,22 @@ def _result(message: dict, limits: Limits) -> SandboxResult:
     if "status" in message:  # the supervisor's report: the child sent nothing
         return SandboxResult("", _ended(bool(message.get("killed")), int(message["status"]), limits))
     output, error = str(message.get("output", ""))[:2 * limits.output_chars], message.get("error")
-    return SandboxResult(output, None if error is None else str(error)[:limits.output_chars],
+    return SandboxResult(inert(output), None if error is None else inert(str(error)[:limits.output_chars]),
                          layers=tuple(message.get("layers", ())))
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), *range(127, 160)) if chr(c) not in "\n\t"}
+_CONTROL.update({c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def inert(text: str) -> str:
+    """The code's output with control characters (terminal escapes, NUL, bidi overrides) written
+    as visible escapes: what the model and the page read is plain text, nothing that acts.
+
+    >>> inert("\\x1b[31mred\\x00 line\\n\\u202eevil")
+    '\\\\x1b[31mred\\\\x00 line\\n\\\\u202eevil'
+    """
+    return text.translate(_CONTROL)
 
 
 def _ended(killed: bool, status: int, limits: Limits) -> str:

@@ -22,14 +22,19 @@ It never imports torch, transformers or Gradio (agent.tools imports only the sta
 
 from __future__ import annotations
 
+import _string
 import ast
 import ctypes
 import errno
+import functools
 import json
 import math
 import os
 import resource
 import signal
+import string
+import types
+import typing
 
 from smolagents import local_python_executor as lpe
 
@@ -150,12 +155,86 @@ def _deny(f, sc, name: str, *arguments) -> None:
         pass  # a system call this architecture does not have (aarch64 has no open, fork, …)
 
 
+def guarded_get_field(self, field_name: str, args, kwargs):
+    """string.Formatter.get_field, but each step is checked as the interpreter checks `a.b`.
+
+    The stock method does getattr/getitem in the standard library, out of the interpreter's
+    sight: `Formatter().get_field('0.__init__.__globals__[_os].open', [random.Random], {})` handed
+    `os.open` to the code (a read of any file). Here an attribute that starts with "_" is refused
+    and every value on the path passes smolagents' own check (no unauthorised module, no eval…).
+    """
+    first, rest = _string.formatter_field_name_split(field_name)
+    value = self.get_value(first, args, kwargs)
+    for is_attribute, key in rest:
+        if is_attribute and str(key).startswith("_"):
+            raise lpe.InterpreterError(f"Forbidden access to attribute in a format field: {key}")
+        value = getattr(value, key) if is_attribute else value[key]
+        lpe.check_safer_result(value, STATIC_TOOLS, list(ALLOWED_IMPORTS))
+    return value, first
+
+
+def nodunder_setattr(obj, name, value):
+    """setattr, but never a dunder: `setattr(f, '__annotations__', {'x': "__import__('os')"})`
+    would otherwise feed a string to typing's eval (functools.singledispatch's register)."""
+    if isinstance(name, str) and name.startswith("__") and name.endswith("__"):
+        raise lpe.InterpreterError(f"Forbidden access to dunder attribute: {name}")
+    setattr(obj, name, value)
+
+
+_update_wrapper, _get_type_hints = functools.update_wrapper, typing.get_type_hints
+
+
+def guarded_update_wrapper(wrapper, wrapped, assigned=functools.WRAPPER_ASSIGNMENTS,
+                           updated=functools.WRAPPER_UPDATES):
+    """functools.update_wrapper for functions with the standard attributes only: with its own
+    `assigned` names and an object whose __setattr__ keeps the values, the stock one hands the
+    code any dunder attribute (`__globals__`, `__subclasses__`, …)."""
+    if (not set(assigned) <= set(functools.WRAPPER_ASSIGNMENTS) or not set(updated) <= set(functools.WRAPPER_UPDATES)
+            or not isinstance(wrapper, types.FunctionType)):
+        raise lpe.InterpreterError("Forbidden: update_wrapper only copies the standard attributes onto a function")
+    return _update_wrapper(wrapper, wrapped, assigned, updated)
+
+
+def guarded_get_type_hints(obj, *args, **kwargs):
+    """typing.get_type_hints, but a string annotation is never evaluated (it would be an eval)."""
+    annotations = getattr(obj, "__annotations__", None) or {}
+    if any(isinstance(v, str) for v in dict(annotations).values()):
+        raise lpe.InterpreterError("Forbidden: string annotations are not evaluated in the sandbox")
+    return _get_type_hints(obj, *args, **kwargs)
+
+
+_evaluate_ast = lpe.evaluate_ast
+
+
+def scrubbing_evaluate_ast(*args, **kwargs):
+    """smolagents' evaluate_ast, but an AttributeError leaves without its `obj`: str.format walks
+    dunder paths in C, and `'{0.__init__.__globals__[_os].open.x}'.format(random.Random)` raised
+    one whose `obj` was os.open, caught with `except AttributeError as e: e.obj`."""
+    try:
+        return _evaluate_ast(*args, **kwargs)
+    except AttributeError as e:
+        e.obj = None
+        raise
+
+
+STATIC_TOOLS = {**lpe.BASE_PYTHON_TOOLS, "setattr": nodunder_setattr, **CODE_FUNCTIONS}
+
+
+def harden() -> None:
+    """Close the standard library's own getattr/eval paths, in this process only."""
+    string.Formatter.get_field = guarded_get_field
+    functools.update_wrapper = guarded_update_wrapper
+    typing.get_type_hints = guarded_get_type_hints
+    lpe.evaluate_ast = scrubbing_evaluate_ast
+
+
 def interpret(code: str, output_chars: int) -> tuple[str, str | None]:
     """What the code prints plus the value of its last expression; the error message, if any."""
     lpe.PrintContainer = BoundedPrint  # this process's own copy of smolagents, in this process only
     BoundedPrint.LIMIT = output_chars
+    harden()
     state: dict = {"__name__": "__main__"}
-    static = {**lpe.BASE_PYTHON_TOOLS, **CODE_FUNCTIONS}
+    static = dict(STATIC_TOOLS)
     error, value = None, None
     try:
         value, _ = lpe.evaluate_python_code(code, static_tools=static, state=state,

@@ -349,3 +349,99 @@ def test_the_operators_mcp_option_adds_an_untrusted_source():
         assert configure("https://mcp.example.org/mcp").url == "https://mcp.example.org/mcp"
     finally:
         mc._operator = None
+
+
+# --- red team: what a hostile visitor can send ------------------------------------------------------
+
+def test_resource_uris_never_leave_the_encyclopedia(lab):
+    for uri in ("encyclopedia://..%2F..%2F..%2Fetc%2Fpasswd", "encyclopedia://../../etc/passwd",
+                "encyclopedia:///etc/passwd", "encyclopedia://%2e%2e/app.py", "file:///etc/passwd",
+                "encyclopedia://%252e%252e%252fetc%252fpasswd"):
+        with pytest.raises(McpFailure) as refused:
+            lab.read_resource(uri)
+        assert "root:" not in str(refused.value) and "import" not in str(refused.value)
+    assert lab.read_resource("encyclopedia://Italo%20Calvino").startswith("Italo Calvino")
+
+
+def test_a_visitors_prompt_name_and_arguments_are_checked_before_anything_is_sent():
+    client = McpClient(LAB_SERVER)
+    for name, arguments in (("x" * 10**6, {}), ("weather_report", ["Berlin"]), (None, {}),
+                            ("weather_report", {"city": ["Berlin"] * 10**5})):
+        with pytest.raises(McpFailure):
+            client.get_prompt(name, arguments)
+    assert not client.running and client.frames() == []
+
+
+def test_wire_rows_are_inert_for_html_template_literals_and_bidi_overrides():
+    hostile = "<img src=x onerror=alert(1)> ${alert(1)} `backtick` \u202eevil"
+    log = [{"n": 1, "t_ms": 0, "direction": "in", "tool_call_id": hostile, "untrusted": True,
+            "frame": {"jsonrpc": "2.0", "id": hostile, "method": hostile, "result": {"text": hostile}}}]
+    page = wire_html(log)
+    for live in ("<img", "${", "`", "\u202e"):
+        assert live not in page
+
+
+def test_the_process_cap_holds_when_many_sessions_start_at_once(monkeypatch):
+    import threading
+
+    import agent.mcp_client as mc
+
+    reap_idle(0)
+    monkeypatch.setattr(mc, "MAX_RUNNING", 1)
+    clients = [McpClient(LAB_SERVER) for _ in range(3)]
+    gate, outcomes, peak = threading.Barrier(3), [], []
+
+    def start(client):
+        gate.wait()
+        try:
+            client.tools()
+            outcomes.append("started")
+        except McpFailure as e:
+            outcomes.append(str(e))
+        peak.append(sum("agent.mcp_server" in c for c in child_commands()))
+
+    threads = [threading.Thread(target=start, args=(c,)) for c in clients]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert outcomes.count("started") >= 1
+        assert all(o == "started" or "MCP servers are running for other visitors" in o for o in outcomes)
+        assert sum(c.running for c in clients) <= 1 and max(peak) <= 1
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_sessions_that_never_end_cannot_grow_the_servers_memory(monkeypatch):
+    """Each kept client holds a wire log (≤ MAX_FRAMES frames); the number of clients is bounded."""
+    import agent.mcp_client as mc
+
+    monkeypatch.setattr(mc, "MAX_SESSIONS", 3)
+    keys = [f"visitor-{i}" for i in range(6)]
+    try:
+        for key in keys:
+            for_session(key, LAB_SERVER)
+        assert len(mc._sessions) <= 3 and keys[-1] in mc._sessions
+        assert for_session(keys[-1], LAB_SERVER) is mc._sessions[keys[-1]]
+    finally:
+        for key in keys:
+            close_session(key)
+
+
+def test_a_tools_from_label_of_any_type_is_a_clear_refusal():
+    for label in (["MCP server (stdio)"], {"command": "sh"}, None, 3, "x" * 10**6):
+        with pytest.raises(ValueError, match="unknown tool source"):
+            spec_for(label)
+
+
+def test_a_resource_uri_outside_what_the_server_lists_is_never_sent(lab):
+    """An operator's server may offer file:// or other templates; a visitor reads only what the
+    server lists (a resource's URI or a template's prefix), so nothing else reaches resources/read."""
+    sent = len([r for r in wire_rows(lab.wire) if r["method"] == "resources/read" and r["kind"] == "request"])
+    for uri in ("file:///etc/passwd", "http://169.254.169.254/latest/meta-data", "encyclopedia:/../x"):
+        with pytest.raises(McpFailure, match="not a resource this server lists"):
+            lab.read_resource(uri)
+    reads = [r for r in wire_rows(lab.wire) if r["method"] == "resources/read" and r["kind"] == "request"]
+    assert len(reads) == sent

@@ -37,6 +37,7 @@ SLACK_S = 3.0  # a fork, the kill and the report, on a loaded machine
 LIMIT = r"(CPU time limit|wall-clock limit|memory limit|MemoryError|Maximum number|max number of operations)"
 REFUSED_IMPORT = r"Import (of|from) \S+ is not allowed"
 FORBIDDEN = r"Forbidden (function evaluation|access to (dunder attribute|module|function))"
+FORMAT_FIELD = r"Forbidden access to attribute in a format field"
 
 
 
@@ -89,6 +90,48 @@ HOSTILE = [  # (name, code, the error it must end with)
     ("a submodule of an allowed module", "import json\njson.decoder", FORBIDDEN),
     ("__builtins__", "__builtins__['open']('/etc/passwd')", r"not defined|Forbidden|no attribute"),
     ("SystemExit", "raise SystemExit(3)", r"SystemExit"),
+    # red team: string.Formatter.get_field does getattr out of the interpreter's sight
+    ("os.open through string.Formatter.get_field",
+     "import string, random\nF = string.Formatter()\n"
+     "o = F.get_field('0.__init__.__globals__[_os].open', [random.Random], {})[0]\n"
+     "r = F.get_field('0.__init__.__globals__[_os].read', [random.Random], {})[0]\nr(o('/etc/passwd', 0), 99)",
+     FORMAT_FIELD),
+    ("a private attribute through get_field", "import string, random\n"
+     "string.Formatter().get_field('0._os.getcwd', [random], {})[0]()", FORMAT_FIELD),
+    ("a module reached through get_field", "import string, statistics\n"
+     "string.Formatter().get_field('0.sys.modules', [statistics], {})[0]['os']", FORBIDDEN),
+    ("a Formatter subclass that keeps the raw field", "import string, random\nbox = []\n"
+     "class F(string.Formatter):\n    def format_field(self, value, spec):\n        box.append(value)\n"
+     "        return ''\nF().format('{0.__init__.__globals__[_os].getcwd}', random.Random)\nbox[0]()",
+     FORMAT_FIELD),
+    # red team: update_wrapper with its own names and a keeping __setattr__ read any dunder
+    ("__globals__ through functools.update_wrapper", "import functools, random\nbox = []\n"
+     "class W:\n    def __setattr__(self, name, value):\n        box.append(value)\n"
+     "functools.update_wrapper(W(), random.Random, assigned=('__init__',), updated=())\n"
+     "functools.update_wrapper(W(), box[0], assigned=('__globals__',), updated=())\n"
+     "list(map(getattr, map(box[1].get, ['_os']), ['open']))[0]('/etc/passwd', 0)", r"Forbidden: update_wrapper"),
+    # red team: a string annotation is an eval in typing.get_type_hints (singledispatch.register)
+    ("eval through setattr __annotations__ and singledispatch", "import functools\n"
+     "def base(x):\n    return 0\ndef f(x):\n    return 1\n"
+     "setattr(f, '__annotations__', {'x': \"open('/etc/passwd').read()\"})\n"
+     "functools.singledispatch(base).register(f)", FORBIDDEN),
+    ("eval through an assigned __annotations__", "import functools\n"
+     "def base(x):\n    return 0\ndef f(x):\n    return 1\n"
+     "f.__annotations__ = {'x': \"open('/etc/passwd').read()\"}\n"
+     "functools.singledispatch(base).register(f)", r"string annotations are not evaluated"),
+    ("eval through a class's annotations copied by update_wrapper", "import functools\n"
+     "def base(x):\n    return 0\nclass A:\n    x: \"open('/etc/passwd').read()\"\n"
+     "def f(x):\n    return 1\nfunctools.update_wrapper(f, A)\nfunctools.singledispatch(base).register(f)",
+     r"string annotations are not evaluated"),
+    # red team: str.format walks a dunder path in C; the AttributeError it raises carried `obj`
+    ("os.open through str.format and AttributeError.obj", "import random\ndef grab(path):\n"
+     "    try:\n        ('{0.' + path + '.no_such}').format(random.Random)\n"
+     "    except AttributeError as e:\n        return e.obj\n"
+     "grab('__init__.__globals__[_os].read')(grab('__init__.__globals__[_os].open')('/etc/passwd', 0), 99)",
+     r"'NoneType' object is not callable"),
+    ("os.getcwd through format_map and AttributeError.obj", "import random\ntry:\n"
+     "    '{r.__init__.__globals__[_os].getcwd.no_such}'.format_map({'r': random.Random})\n"
+     "except AttributeError as e:\n    leaked = e.obj\nleaked()", r"'NoneType' object is not callable"),
 ]
 
 
@@ -117,6 +160,67 @@ def test_a_hundred_megabytes_of_output_come_back_truncated():
     result = run_code("for i in range(100):\n    print('x' * 10**6)\n'done'", TIGHT)
     assert result.ok and "output truncated: " in result.output and result.output.endswith("'done'")
     assert len(result.output) < 3 * TIGHT.output_chars
+
+
+def test_format_fields_without_underscores_still_work():
+    code = "import string\nstring.Formatter().format('{0} {1[a]} {2.real}', 1, {'a': 2}, 3)"
+    assert run_code(code, TIGHT).output == "'1 2 3'"
+
+
+def test_the_hardened_helpers_still_do_their_ordinary_work():
+    code = ("import functools\ndef a(x):\n    return x\n@functools.wraps(a)\ndef b(x):\n    return a(x) + 1\n"
+            "class A:\n    pass\nobj = A()\nsetattr(obj, 'y', 2)\nb(obj.y)")
+    assert run_code(code, TIGHT).output == "3"
+
+
+def test_control_characters_in_the_output_come_back_inert():
+    """Terminal escapes, NUL and bidi overrides are shown as escapes, never passed on to act."""
+    result = run_code("print(chr(27) + '[31mred' + chr(0) + ' <b>${x}</b> `y` ' + chr(0x202e) + 'ok')", TIGHT)
+    assert result.output == "\\x1b[31mred\\x00 <b>${x}</b> `y` \\u202eok\n"
+    assert "\x00" not in run_code("raise ValueError(chr(0))", TIGHT).error
+
+
+def test_a_killed_fork_server_is_replaced_on_the_next_call():
+    sandbox._zygote.process.kill()
+    sandbox._zygote.process.wait()
+    assert run_code("6 * 7").output == "42"
+
+
+def test_a_stopped_fork_server_is_replaced_after_one_lost_call():
+    import signal
+
+    run_code("1")
+    stuck = sandbox._zygote.process
+    os.kill(stuck.pid, signal.SIGSTOP)
+    try:
+        lost = run_code("1", Limits(wall_s=0.5, cpu_s=1))
+        assert "sent no result within" in lost.error
+        assert run_code("6 * 7").output == "42"
+        assert sandbox._zygote.process is not stuck and stuck.poll() is not None
+    finally:
+        if stuck.poll() is None:
+            stuck.kill()
+            stuck.wait()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _children() -> set[int]:
+    with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+        return {int(pid) for pid in f.read().split()}
+
+
+def test_calls_leak_no_file_descriptor_zombie_or_temp_directory():
+    run_code("1")
+    fds, children = _open_fds(), _children()
+    before = {n for n in os.listdir("/tmp") if n.startswith("react-lab-sandbox-")}
+    for code in ("1", "while True:\n    pass", "x = 'a' * 10**10", "1 / 0"):
+        run_code(code, Limits(wall_s=1.0, cpu_s=1, memory_mb=64))
+    assert _open_fds() == fds
+    assert _children() == children  # the fork server only: the kernel reaps what it forks
+    assert {n for n in os.listdir("/tmp") if n.startswith("react-lab-sandbox-")} == before
 
 
 def test_a_long_value_is_cut():
