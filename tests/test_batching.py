@@ -216,7 +216,7 @@ def test_sixteen_sessions_through_the_api_finish_unmixed(app_url, lm):
 
     prompts = [f"Student {i} writes: my favourite number is {i * 7} and my favourite animal is" for i in range(16)]
     expected = [expected_greedy(lm, p, GREEDY_STEPS) for p in prompts]
-    clients = [Client(app_url, verbose=False) for _ in prompts]
+    clients = [Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in prompts]  # a shared CPU
     steps = lm.batcher.stats.steps
     lm.batcher.stats.max_rows = 0
 
@@ -241,7 +241,7 @@ def test_a_right_guess_of_another_sessions_prompt_is_not_served_from_its_cache(a
     from gradio_client import Client
 
     secret = "Dear diary, today I told nobody that my locker code is 3141"
-    victim, guesser = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    victim, guesser = (Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in range(2))
     victim.predict(secret, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
     steps = lm.batcher.stats.steps
     out = guesser.predict(secret, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
