@@ -170,10 +170,15 @@ class Batcher:
 
     def _run(self) -> None:
         while True:
-            decode, prefill = self._next_step()
-            for rows in (decode, prefill):
-                if rows:
-                    self._forward(rows)
+            decode, prefill = [], []
+            try:
+                decode, prefill = self._next_step()
+                for rows in (decode, prefill):
+                    if rows:
+                        self._forward(rows)
+            except Exception as e:  # noqa: BLE001 — the worker must outlive any one step's failure
+                for r, _ in decode + prefill:
+                    r.error = r.error or e
             self._finish(decode + prefill)
 
     def _next_step(self) -> tuple[list, list]:
