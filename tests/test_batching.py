@@ -127,7 +127,7 @@ def test_stop_by_session_stops_every_generation_of_that_session_only(lm):
     results = {}
 
     def reply(session):
-        results[session] = generation.generate(lm, lm.encode(TEXTS[0]), GREEDY, np.random.default_rng(0),
+        results[session] = generation.generate(lm, lm.encode(TEXTS[1]), GREEDY, np.random.default_rng(0),
                                                max_new_tokens=300, session=session)
 
     threads = [threading.Thread(target=reply, args=(s,)) for s in ("victim", "bystander")]
