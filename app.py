@@ -57,6 +57,37 @@ def build_demo(lm):
     return demo
 
 
+# Events that run the model, by handler name (stable across api_name changes): they share one
+# Gradio concurrency group as wide as the batcher, so concurrent sessions reach it together.
+MODEL_EVENTS = ("on_run", "on_example", "handler", "on_pick", "on_seed", "on_constraint", "on_next")
+
+
+def configure_queue(demo):
+    """The one place Gradio's queue is set: bounded (QUEUE_SIZE waiting, then "queue full"),
+    model events in one concurrency group of agent.batching.MAX_BATCH — the batcher's cap, so
+    the machine runs at most that many sequences and further students wait in Gradio's queue,
+    seeing their position ("minimal" progress) — other events as before (4 at once; an event
+    with its own smaller limit, such as Asking's 1, keeps it). Also tells the model layer how to
+    find the running event's session (Gradio's session hash) to key its KV cache."""
+    from gradio.context import LocalContext
+
+    from agent import batching
+
+    def session_of_event():
+        request = LocalContext.request.get(None)
+        return ("gradio", request.session_hash) if request is not None and request.session_hash else None
+
+    batching.set_session_resolver(session_of_event)
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=4)
+    for fn in demo.fns.values():
+        own_limit = isinstance(fn.concurrency_limit, int) and fn.concurrency_limit < batching.MAX_BATCH
+        if fn.name in MODEL_EVENTS and fn.queue and not own_limit:
+            fn.concurrency_id, fn.concurrency_limit = batching.CONCURRENCY_ID, batching.MAX_BATCH
+            if fn.show_progress == "hidden":
+                fn.show_progress = "minimal"  # the queue position shows while a student waits
+    return demo
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="app.py",
@@ -167,7 +198,7 @@ class SecurityHeaders:
 
 def launch_kwargs() -> dict:
     """Settings for a public server: no share link, no monitoring or run history, files limited to
-    assets/, uploads capped. The queue is bounded in main() (QUEUE_SIZE)."""
+    assets/, uploads capped. The queue is bounded in configure_queue (QUEUE_SIZE)."""
     from starlette.middleware import Middleware
 
     from viz import theme
@@ -204,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     demo = build_demo(lm)
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=4)
+    configure_queue(demo)
     demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs())
     return 0
 

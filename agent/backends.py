@@ -116,13 +116,24 @@ class ScriptedBackend:
 # --- the local model -----------------------------------------------------------------------------
 
 class LocalBackend:
-    """The bundled model through agent.model, token by token with agent.generation / agent.sampling."""
+    """The bundled model through agent.model, token by token with agent.generation / agent.sampling.
 
-    def __init__(self, model, name: str | None = None):
+    Its replies share the model's forward passes with every other session (agent/batching.py).
+    ``cancel``: a threading.Event that stops the reply at its next token (the page's Stop sets it;
+    so does ``model.stop(session)``). ``session``: whose KV cache the replies reuse — by default
+    the session of the event that creates the backend, captured here because the reply may run in
+    another thread, where the event is not known.
+    """
+
+    def __init__(self, model, name: str | None = None, cancel=None, session=None):
+        from agent.batching import current_session
+
         self.model = model
         self.tokenizer = model.tokenizer
         self.context_window = int(model.context_window)
         self.name = name or f"local: {model.name}"
+        self.cancel = cancel
+        self.session = session if session is not None else current_session()
 
     def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
         import numpy as np
@@ -139,8 +150,9 @@ class LocalBackend:
             out = generation.generate(
                 self.model, ids, config, np.random.default_rng([settings.seed, len(ids)]),  # same prompt, same draws
                 grammar=grammar, max_new_tokens=settings.max_new_tokens, stop=stream.stops,
-                time_limit=settings.timeout_s, on_token=lambda _id, text: stream.update(text))
-        except ValueError as e:  # e.g. the context window is full, or the grammar refused a token
+                time_limit=settings.timeout_s, on_token=lambda _id, text: stream.update(text),
+                cancel=self.cancel, session=self.session)
+        except (ValueError, RuntimeError) as e:  # a full context window, a refused token, batching.Busy
             raise BackendError(f"{e.__class__.__name__}: {e}") from e
         reason = _FINISH_REASONS.get(out.stop_reason, "stop")
         stream.update(out.text)
@@ -218,7 +230,8 @@ def _open_call(text: str) -> bool:
     return text.rfind(TOOL_CALL_OPEN) > text.rfind(TOOL_CALL_CLOSE)
 
 
-_FINISH_REASONS = {"max new tokens": "length", "time limit": "time"}  # agent.generation → OpenAI words
+# agent.generation → OpenAI words
+_FINISH_REASONS = {"max new tokens": "length", "time limit": "time", "cancelled": "cancelled"}
 
 
 class _Stream:

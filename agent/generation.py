@@ -6,13 +6,23 @@ One function, ``generate``, used by everything that writes more than one token: 
 model.next_token_logits (prefix KV cache: one decode step) → the grammar's mask A(s_t), if any →
 sampling.trace (mask → temperature → top-k → top-p → min-p) → the token drawn with a seeded u.
 
+Concurrent generations share forward passes: each step's next_token_logits is a request to the
+batcher (agent/batching.py), so several sessions' generations advance together, each with its own
+KV cache, sampling settings, grammar and stop conditions — and the same tokens as alone.
+
+Stop: pass ``cancel`` (a threading.Event the UI sets) or ``cancelled`` (a callable); either stops
+the generation before its next step, also while that step waits in the batcher. Every running
+generation is also registered under its session, so ``lm.stop(session)`` stops them all.
+
 It does not know about chat messages, tools or the UI.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,14 +58,42 @@ def generate(
     time_limit: float | None = None,
     on_token: Callable[[int, str], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    cancel: threading.Event | None = None,
+    session=None,
 ) -> Generation:
     """Generate up to ``max_new_tokens`` tokens after ``prompt_ids``.
 
     Stops at an end-of-sequence token, when the text ends with one of ``stop`` (the stop sequence
     is cut from the text), when a grammar allows nothing but end-of-sequence, after
-    ``time_limit`` seconds, or when ``cancelled()`` turns true. ``on_token(id, text_so_far)`` streams.
+    ``time_limit`` seconds, or when ``cancel`` is set / ``cancelled()`` turns true (checked before
+    each step and while a step waits for the batcher). ``on_token(id, text_so_far)`` streams.
+    ``session``: whose KV cache to use (None: the running event's session, else a private one
+    dropped at the end, so a visitor's prompt is never found by another visitor).
     """
     start = time.monotonic()
+    from agent.batching import Cancelled, current_session
+
+    key = session if session is not None else current_session()
+    private = key is None and hasattr(lm, "forget")
+    key = object() if private else key
+    event = cancel if cancel is not None else threading.Event()
+
+    def stopped() -> bool:
+        late = time_limit is not None and time.monotonic() - start > time_limit
+        return event.is_set() or late or (cancelled is not None and bool(cancelled()))
+
+    track = lm.track(key, event) if hasattr(lm, "track") else nullcontext()
+    try:
+        with track:
+            return _generate(lm, prompt_ids, config, rng, grammar, max_new_tokens, stop, time_limit,
+                             on_token, stopped, key, start, Cancelled)
+    finally:
+        if private:
+            lm.forget(key)
+
+
+def _generate(lm, prompt_ids, config, rng, grammar, max_new_tokens, stop, time_limit, on_token,
+              stopped, key, start, cancelled_error) -> Generation:
     constraint = None
     if grammar is not None:
         from agent.constraints import Constraint
@@ -66,13 +104,14 @@ def generate(
     reason = STOP_LENGTH
     text = ""
     for _ in range(max(0, int(max_new_tokens))):
-        if cancelled is not None and cancelled():
-            reason = STOP_CANCELLED
+        if stopped():
+            reason = _why_stopped(start, time_limit)
             break
-        if time_limit is not None and time.monotonic() - start > time_limit:
-            reason = STOP_DEADLINE
+        try:
+            logits = lm.next_token_logits(list(prompt_ids) + ids, session=key, cancel=stopped)
+        except cancelled_error:
+            reason = _why_stopped(start, time_limit)
             break
-        logits = lm.next_token_logits(list(prompt_ids) + ids)
         mask = constraint.allowed_mask() if constraint is not None else None
         u = None if config.temperature == 0 else sampling.new_u(rng)
         t = sampling.trace(logits, config, mask=mask, u=u)
@@ -92,3 +131,8 @@ def generate(
             reason = STOP_SEQUENCE
             break
     return Generation(tuple(ids), text, tuple(probs), reason, time.monotonic() - start)
+
+
+def _why_stopped(start: float, time_limit: float | None) -> str:
+    late = time_limit is not None and time.monotonic() - start > time_limit
+    return STOP_DEADLINE if late else STOP_CANCELLED

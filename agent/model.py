@@ -27,10 +27,13 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from agent.batching import current_session
 
 # OpenMP threads that spin while waiting collapse under load: on a 2-core machine shared by a
 # class (or by other processes) a float32 decode step went from ~80 ms to ~540 ms with libgomp's
@@ -45,7 +48,9 @@ MODEL_ENV = "REACT_LAB_MODEL"
 CACHE_ENV = "REACT_LAB_CACHE"
 DTYPES = ("float32", "bfloat16")
 CACHE_FORMAT = 1
-KV_CACHE_TOKENS = 4096  # total tokens of KV cache kept across prefixes (≈46 KB each for SmolLM2-135M)
+KV_CACHE_BYTES = 512 * 2**20  # all cached prefixes together (≈46 KB a token for SmolLM2-135M: ≈11,600 tokens)
+SESSION_KV_TOKENS = 4096  # one session's cached prefixes
+PUBLIC_KV_TOKENS = 4096  # prefixes shared by every session (share_prefix: built-in examples only)
 
 
 class ModelLoadError(RuntimeError):
@@ -270,13 +275,118 @@ def token_display_strings(tokenizer, vocab_size: int) -> tuple[list[str], frozen
 # --- the loaded model ------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)
+class _Block:
+    """The KV of one forward pass: per layer keys and values, each (rows, kv_heads, length, head_dim).
+
+    Row i holds its sequence left-padded: positions [start_i, start_i + len_i) are real. Several
+    cache entries share one block while it is the running batch; a later step copies each entry
+    that stays behind into a block of its own (``_Prefix.compact``), so a block is never kept
+    alive by one small row.
+    """
+
+    keys: list
+    values: list
+    rows: int
+    length: int
+
+
+@dataclass(eq=False)
 class _Prefix:
-    """KV cache of one token sequence: per layer (keys, values), each (1, heads, len, head_dim)."""
+    """KV cache of one token sequence: a row of a block, and the logits after its last id."""
 
     ids: tuple[int, ...]
-    kv: list[tuple[object, object]]
     logits: np.ndarray  # (V,) after the last id
+    block: _Block
+    row: int = 0
+    start: int = 0  # first real position in the block's row
+
+    def kv(self, layer: int, n: int):
+        """Views (1, kv_heads, n, head_dim) of the first n positions' keys and values."""
+        b, i, s = self.block, self.row, self.start
+        return b.keys[layer][i:i + 1, :, s:s + n], b.values[layer][i:i + 1, :, s:s + n]
+
+    @property
+    def ends_block(self) -> bool:
+        return self.start + len(self.ids) == self.block.length
+
+    def compact(self) -> None:
+        """Copy this row out of a shared block into one of its own (rows = 1, no padding)."""
+        if self.block.rows == 1 and self.start == 0 and self.ends_block:
+            return
+        n = len(self.ids)
+        pairs = [self.kv(layer, n) for layer in range(len(self.block.keys))]
+        self.block = _Block([k.clone() for k, _ in pairs], [v.clone() for _, v in pairs], 1, n)
+        self.row, self.start = 0, 0
+
+
+PUBLIC = ("public",)  # the session key of prefixes every visitor may share (a tuple: no page sends one)
+ANONYMOUS = ("anonymous",)  # calls with no session and no resolver (a notebook, a test)
+
+
+class _KVStore:
+    """Cache entries by (session, ids), least recently used first; caps in tokens.
+
+    A session finds only its own entries and the PUBLIC ones (content every visitor already sees:
+    the built-in examples), so nobody can tell by timing whether another visitor sent a prompt.
+    """
+
+    def __init__(self, total_tokens: int, session_tokens: int, public_tokens: int):
+        self.caps = (total_tokens, session_tokens, public_tokens)
+        self.entries: OrderedDict[tuple, _Prefix] = OrderedDict()
+        self.tokens: dict[object, int] = {}  # per session
+
+    def get(self, session, ids) -> _Prefix | None:
+        for key in ((session, ids), (PUBLIC, ids)):
+            if key in self.entries:
+                self.entries.move_to_end(key)
+                return self.entries[key]
+        return None
+
+    def longest(self, session, ids: tuple[int, ...]) -> tuple[_Prefix | None, int]:
+        """The entry of this session (or PUBLIC) sharing the most leading ids, and how many
+        (< len(ids): at least one token is left to run, we need its logits)."""
+        best, best_n = None, 0
+        for (owner, _), entry in self.entries.items():
+            if owner != session and owner != PUBLIC:
+                continue
+            n, limit = 0, min(len(entry.ids), len(ids) - 1)
+            while n < limit and entry.ids[n] == ids[n]:
+                n += 1
+            if n > best_n:
+                best, best_n = entry, n
+        return best, best_n
+
+    def put(self, session, entry: _Prefix, replaces: tuple[int, ...] | None) -> None:
+        if replaces is not None:
+            self._drop((session, replaces))
+        self._drop((session, entry.ids))
+        self.entries[(session, entry.ids)] = entry
+        self.tokens[session] = self.tokens.get(session, 0) + len(entry.ids)
+        total, per_session, public = self.caps
+        own_cap = public if session == PUBLIC else per_session
+        for key in [k for k in self.entries if k[0] == session]:  # oldest of this session first
+            if self.tokens.get(session, 0) <= own_cap or key == (session, entry.ids):
+                break
+            self._drop(key)
+        while sum(self.tokens.values()) > total:
+            key = next((k for k in self.entries if k[0] != PUBLIC and k != (session, entry.ids)), None)
+            if key is None:
+                break
+            self._drop(key)
+
+    def forget(self, session) -> None:
+        for key in [k for k in self.entries if k[0] == session]:
+            self._drop(key)
+
+    def _drop(self, key) -> None:
+        entry = self.entries.pop(key, None)
+        if entry is not None:
+            left = self.tokens[key[0]] - len(entry.ids)
+            if left:
+                self.tokens[key[0]] = left
+            else:
+                del self.tokens[key[0]]
 
 
 class LanguageModel:
@@ -310,8 +420,19 @@ class LanguageModel:
             tokenizer, self.vocab_size
         )
         self.eos_token_ids = self._eos_ids()
-        self._lock = threading.Lock()
-        self._prefixes: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()
+        self._forward_lock = threading.Lock()  # one forward pass at a time (the batcher's worker)
+        self._store_lock = threading.Lock()
+        config_text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        heads = getattr(config_text, "num_key_value_heads", None) or config_text.num_attention_heads
+        head_dim = getattr(config_text, "head_dim", None) or config_text.hidden_size // config_text.num_attention_heads
+        self.kv_bytes_per_token = 2 * config_text.num_hidden_layers * heads * head_dim * model.dtype.itemsize
+        total = max(KV_CACHE_BYTES // self.kv_bytes_per_token, self.context_window)
+        self._store = _KVStore(total, SESSION_KV_TOKENS, PUBLIC_KV_TOKENS)
+        self._hot: _Block | None = None  # the block of the last pass: its rows may continue in place
+        self._stops: dict[object, set] = {}  # session → cancel events of its running generations
+        from agent.batching import Batcher
+
+        self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC))
 
     def _eos_ids(self) -> frozenset[int]:
         """Every id that ends a generation: the tokenizer's EOS, the config's, <|im_end|>, <|endoftext|>."""
@@ -350,12 +471,60 @@ class LanguageModel:
             messages, tokenize=False, add_generation_prompt=add_generation_prompt
         )
 
-    def next_token_logits(self, token_ids: Sequence[int]) -> np.ndarray:
+    def next_token_logits(self, token_ids: Sequence[int], session=None, cancel=None) -> np.ndarray:
         """(V,) float32 logits z of the token after ``token_ids`` over the whole vocabulary.
 
-        Reuses the KV cache of the longest cached prefix: appending one token to a known sequence
-        runs one decode step; a branch runs only the tokens after the shared prefix.
+        A blocking call that goes through the batcher (agent/batching.py): concurrent calls from
+        different sessions share one batched forward pass. ``session``: whose KV cache to reuse —
+        a session finds only its own prefixes and the shared ones (``share_prefix``); None = the
+        running Gradio event's session (the resolver app.py installs), else one anonymous cache.
+        Appending one token to a known sequence runs one decode step; a branch runs only the
+        tokens after the shared prefix. ``cancel()`` true → agent.batching.Cancelled at the next step.
         """
+        ids = self._checked(token_ids)
+        if session is None:
+            session = current_session()
+            session = ANONYMOUS if session is None else session
+        with self._store_lock:
+            hit = self._store.get(session, ids)
+        if hit is not None:
+            return hit.logits
+        return self.batcher.submit(session, ids, cancel)
+
+    def share_prefix(self, token_ids: Sequence[int]) -> None:
+        """Cache ``token_ids`` for every session: only for content every visitor already sees
+        (the built-in examples, the shipped system prompts), never for what a visitor typed."""
+        self.next_token_logits(token_ids, session=PUBLIC)
+
+    def forget(self, session) -> None:
+        """Drop a session's cached prefixes (a private generation ended, a session expired)."""
+        with self._store_lock:
+            self._store.forget(session)
+
+    def stop(self, session=None) -> int:
+        """Stop every running generation of ``session`` (None: the running event's) at its next
+        step; how many were stopped. The page's Stop button calls this (see docs/DESIGN-NOTES.md)."""
+        session = current_session() if session is None else session
+        events = list(self._stops.get(session, ()))
+        for e in events:
+            e.set()
+        return len(events)
+
+    @contextmanager
+    def track(self, session, event):
+        """Register a running generation's cancel event under its session (for ``stop``)."""
+        with self._store_lock:
+            self._stops.setdefault(session, set()).add(event)
+        try:
+            yield event
+        finally:
+            with self._store_lock:
+                events = self._stops.get(session, set())
+                events.discard(event)
+                if not events:
+                    self._stops.pop(session, None)
+
+    def _checked(self, token_ids: Sequence[int]) -> tuple[int, ...]:
         ids = tuple(int(i) for i in token_ids)
         if not ids:
             raise ValueError("next_token_logits needs at least one token id.")
@@ -363,55 +532,109 @@ class LanguageModel:
             raise ValueError(f"{len(ids)} tokens exceed the context window of {self.context_window}.")
         if min(ids) < 0 or max(ids) >= self.vocab_size:
             raise ValueError(f"token ids must lie in [0, {self.vocab_size}).")
-        with self._lock:
-            hit = self._prefixes.get(ids)
+        return ids
+
+    # --- the batcher's engine: called from its worker thread only ------------------------------
+
+    def _prepare(self, req) -> np.ndarray | None:
+        """Find the request's cached prefix (req.base, req.pos); the logits if ids are cached."""
+        with self._store_lock:
+            hit = self._store.get(req.session, req.ids)
             if hit is not None:
-                self._prefixes.move_to_end(ids)
                 return hit.logits
-            base, n = self._longest_prefix(ids)
-            prefix = self._extend(base, n, ids)
-            self._remember(prefix, replaces=base.ids if base is not None and n == len(base.ids) else None)
-            return prefix.logits
+            req.base, req.pos = self._store.longest(req.session, req.ids)
+        return None
 
-    def _longest_prefix(self, ids: tuple[int, ...]) -> tuple[_Prefix | None, int]:
-        """The cached sequence sharing the most leading tokens with ids, and how many (< len(ids))."""
-        best, best_n = None, 0
-        for entry in self._prefixes.values():
-            n = 0
-            limit = min(len(entry.ids), len(ids) - 1)  # keep ≥ 1 token to run: we need its logits
-            while n < limit and entry.ids[n] == ids[n]:
-                n += 1
-            if n > best_n:
-                best, best_n = entry, n
-        return best, best_n
+    def _forward_rows(self, rows: list) -> None:
+        """One batched forward pass: row (req, n) runs ids[pos:pos + n] on top of its cached pos
+        tokens. Past KV left-padded, new tokens right-padded, an attention mask over both and
+        explicit position ids, so each row computes what it would alone."""
+        torch = self._torch
+        rows = self._in_block_order(rows)
+        past = [r.pos for r, _ in rows]
+        new = [list(r.ids[r.pos:r.pos + n]) for r, n in rows]
+        P, L, B = max(past), max(len(x) for x in new), len(rows)
+        mask = torch.zeros(B, P + L, dtype=torch.long)
+        ids = torch.zeros(B, L, dtype=torch.long)
+        for i, (p, x) in enumerate(zip(past, new, strict=True)):
+            mask[i, P - p:P + len(x)] = 1
+            ids[i, :len(x)] = torch.tensor(x)
+        positions = torch.tensor(past).unsqueeze(1) + torch.arange(L).unsqueeze(0)
+        with self._forward_lock, torch.inference_mode():
+            cache = self._batch_cache([r for r, _ in rows], P)
+            out = self.model.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                   cache=cache, use_cache=True)
+            last = out.last_hidden_state[torch.arange(B), torch.tensor([len(x) - 1 for x in new])]
+            logits = self.model.lm_head(last).float().numpy()
+        layers = out.cache.layers
+        block = _Block([la.keys for la in layers], [la.values for la in layers], B, P + L)
+        self._store_rows(rows, block, P, logits)
 
-    def _extend(self, base: _Prefix | None, n: int, ids: tuple[int, ...]) -> _Prefix:
-        """Run the model on ids[n:] on top of the first n cached positions of base."""
+    def _in_block_order(self, rows: list) -> list:
+        """Rows that are exactly the last pass's rows, each one token on, keep the block's order
+        (then the block is reused in place, no copy); otherwise any order."""
+        hot = self._hot
+        if hot is not None and len(rows) == hot.rows and all(
+                r.base is not None and r.base.block is hot and r.pos == len(r.base.ids)
+                and r.base.ends_block for r, _ in rows):
+            return sorted(rows, key=lambda rn: rn[0].base.row)
+        return rows
+
+    def _batch_cache(self, reqs: list, P: int):
+        """A DynamicCache of the rows' cached KV, left-padded to P positions."""
         from transformers import DynamicCache
 
-        torch = self._torch
-        cache = None
-        if base is not None and n > 0:  # slices are views; the cache concatenates into new tensors
-            cache = DynamicCache(ddp_cache_data=[(k[:, :, :n], v[:, :, :n]) for k, v in base.kv])
-        new = torch.tensor([ids[n:]], dtype=torch.long)
-        with torch.inference_mode():
-            out = self.model(input_ids=new, cache=cache, use_cache=True, logits_to_keep=1)
-        kv = [(layer.keys, layer.values) for layer in out.cache.layers]
-        logits = out.logits[0, -1].float().numpy().copy()
-        return _Prefix(ids, kv, logits)
+        if P == 0:
+            return DynamicCache()
+        torch, n_layers = self._torch, len(self.model.model.layers)
+        bases = [r.base for r in reqs]
+        if all(b is not None and b.block is self._hot and b.row == i and b.ends_block
+               and r.pos == len(b.ids) for i, (b, r) in enumerate(zip(bases, reqs, strict=True))) \
+                and self._hot.rows == len(reqs) and self._hot.length == P:
+            pairs = list(zip(self._hot.keys, self._hot.values, strict=True))  # in place: no copy
+        else:
+            pairs = []
+            for layer in range(n_layers):
+                k0 = bases[0] if bases[0] is not None else next(b for b in bases if b is not None)
+                shape = (len(reqs), k0.block.keys[layer].shape[1], P, k0.block.keys[layer].shape[3])
+                k = torch.zeros(shape, dtype=k0.block.keys[layer].dtype)
+                v = torch.zeros_like(k)
+                for i, (b, r) in enumerate(zip(bases, reqs, strict=True)):
+                    if r.pos:
+                        bk, bv = b.kv(layer, r.pos)
+                        k[i, :, P - r.pos:], v[i, :, P - r.pos:] = bk[0], bv[0]
+                pairs.append((k, v))
+        cache = DynamicCache(ddp_cache_data=[(k[:, :, :0], v[:, :, :0]) for k, v in pairs])
+        for layer, (k, v) in zip(cache.layers, pairs, strict=True):
+            layer.keys, layer.values = k, v
+        return cache
 
-    def _remember(self, prefix: _Prefix, replaces: tuple[int, ...] | None) -> None:
-        """Keep the new prefix; drop the one it extends and the least recently used past the budget."""
-        if replaces is not None:
-            self._prefixes.pop(replaces, None)
-        self._prefixes[prefix.ids] = prefix
-        while sum(len(p) for p in self._prefixes) > KV_CACHE_TOKENS and len(self._prefixes) > 1:
-            self._prefixes.popitem(last=False)
+    def _store_rows(self, rows: list, block: _Block, P: int, logits: np.ndarray) -> None:
+        """Each row's sequence so far becomes a cache entry (a view into the block); rows that are
+        done get their logits; entries left behind in the previous block are copied out."""
+        old = self._hot
+        with self._store_lock:
+            for i, (r, n) in enumerate(rows):
+                seq = r.ids[:r.pos + n]
+                entry = _Prefix(seq, logits[i].copy(), block, i, P - r.pos)
+                extends = r.base is not None and r.pos == len(r.base.ids) and r.base.ids == seq[:r.pos]
+                self._store.put(r.session, entry, r.base.ids if extends else None)
+                r.base, r.pos = entry, r.pos + n
+                if r.pos == len(r.ids):
+                    r.logits = entry.logits
+            self._hot = block if all(n == 1 for _, n in rows) else self._hot
+            for entry in self._store.entries.values():
+                if entry.block is not self._hot and entry.block.rows > 1 or (
+                        entry.block is old and old is not self._hot):
+                    entry.compact()
+            for r, _ in rows:  # a request mid-prompt keeps its own entry alive: compact it too
+                if r.base.block is not self._hot:
+                    r.base.compact()
 
     def full_forward_logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """(V,) logits from one fresh forward pass, no cache: the reference the cache is tested against."""
         torch = self._torch
-        with self._lock, torch.inference_mode():
+        with self._forward_lock, torch.inference_mode():
             out = self.model(input_ids=torch.tensor([list(token_ids)]), use_cache=False)
         return out.logits[0, -1].float().numpy().copy()
 

@@ -57,7 +57,7 @@ def app_url(lm):
 
     app.configure_remote(app.parse_args(["--host", "127.0.0.1", "--remote", ""]), env={})
     demo = app.build_demo(lm)
-    demo.queue(max_size=app.QUEUE_SIZE, default_concurrency_limit=4)
+    app.configure_queue(demo)
     port = free_port()
     demo.launch(
         server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,

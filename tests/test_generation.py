@@ -51,6 +51,15 @@ def test_time_limit_and_cancel_stop_generation(lm):
         generation.STOP_CANCELLED
 
 
+def test_a_set_cancel_event_stops_generation_before_its_next_token(lm):
+    import threading
+
+    cancel = threading.Event()
+    g = generation.generate(lm, lm.encode("Hello"), GREEDY, np.random.default_rng(0), max_new_tokens=50,
+                            cancel=cancel, on_token=lambda t, text: len(text) > 5 and cancel.set())
+    assert g.stop_reason == generation.STOP_CANCELLED and 0 < len(g.ids) < 50
+
+
 def test_enforced_json_tool_call_always_validates(lm):
     grammar = PRESETS["JSON tool call"]
     *_, comp = enforcing.compare(lm, "What's the weather in Berlin?", grammar,

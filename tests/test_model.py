@@ -53,14 +53,24 @@ def test_prefix_cache_equals_full_forward_including_a_branch(lm):
     assert worst < 1e-4
 
 
-def test_prefix_cache_is_safe_from_several_threads(lm):
+def test_prefix_cache_is_safe_from_several_threads_and_sessions(lm):
+    """Six threads at once, anonymous (one shared cache, as in a notebook) and under three
+    sessions (a cache each): the calls share batched passes and each gets its own exact logits."""
     from concurrent.futures import ThreadPoolExecutor
 
     prompts = [lm.encode(t) for t in ("The sky is", "Two plus two is", "My favourite food is")] * 2
+    sessions = [None, None, None, "s1", "s2", "s3"]
     with ThreadPoolExecutor(max_workers=6) as pool:
-        got = list(pool.map(lm.next_token_logits, prompts))
+        got = list(pool.map(lambda a: lm.next_token_logits(a[0], session=a[1]), zip(prompts, sessions, strict=True)))
     for ids, z in zip(prompts, got, strict=True):
         assert np.abs(z - lm.full_forward_logits(ids)).max() < 1e-4
+
+
+def test_the_cache_is_keyed_by_session(lm):
+    ids = tuple(lm.encode("A prompt typed by one visitor only"))
+    lm.next_token_logits(ids, session="one")
+    assert lm._store.get("one", ids) is not None
+    assert lm._store.get("other", ids) is None and lm._store.get(model_mod.ANONYMOUS, ids) is None
 
 
 def test_distinct_ids_never_share_a_display_string_unless_marked_ambiguous(lm):

@@ -1,0 +1,270 @@
+"""The scheduler that lets concurrent sessions share the model's forward passes (model layer).
+
+Decode on a CPU is memory-bound: one step over 8 sequences costs about twice one sequence (36 ms
+at batch 1, 68 ms at batch 8 on 2 cores). So every model call — a Sampling-tab step, a token of a
+local ReAct reply, a token of Asking vs enforcing — becomes a ``Request`` that waits here briefly,
+and one worker thread runs the waiting requests of all sessions together, one step at a time:
+
+- **decode rows** (one new token each, the usual case) go into one batched forward pass;
+- **prefill rows** (a new prompt, or the part of it after a cached prefix) advance by at most
+  ``PREFILL_CHUNK`` tokens a step in a second pass, so a 2,000-token prompt never stalls the
+  others for seconds (chunked prefill);
+- **fairness**: the oldest request always runs, then the next oldest while the caps allow, at most
+  one request per session per step — a long ReAct reply and a one-token Sample each get one
+  token per step;
+- **caps** (memory bounded, the machine never oversubscribed): at most ``MAX_BATCH`` sequences a
+  step and ``MAX_STEP_TOKENS`` padded tokens of KV in one pass; past them a request waits for
+  the next step (it never fails). A session may have ``SESSION_REQUESTS`` requests here at once;
+  one more gets ``Busy`` with a message for the page;
+- **stop**: a request whose ``cancel()`` turns true leaves before the next step with ``Cancelled``.
+
+This module is pure Python (no torch): the forward pass and the KV cache are
+``LanguageModel._prepare`` / ``_forward_rows`` in agent/model.py, the "engine" below. It does not
+know sampling, grammars or Gradio. Session keys come from the caller (``session=``) or from a
+resolver the app installs (``set_session_resolver``: Gradio's session hash of the running event).
+
+>>> class Echo:  # an engine that "predicts" the sum of the ids
+...     def _prepare(self, r): r.pos = 0; return None
+...     def _forward_rows(self, rows):
+...         for r, n in rows: r.pos += n; r.logits = sum(r.ids) if r.pos == len(r.ids) else None
+>>> b = Batcher(Echo())
+>>> b.submit("a", (1, 2, 3))
+6
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+CONCURRENCY_ID = "model"  # Gradio: the concurrency_id shared by every event that runs the model
+MAX_BATCH = 16  # sequences in one forward pass (and Gradio's concurrency limit of model events)
+MAX_STEP_TOKENS = 8192  # rows × padded (past + new) tokens in one pass: ≈ 380 MB of KV for SmolLM2
+PREFILL_CHUNK = 128  # new tokens of prompts per step (padded rows × tokens), so decoders keep moving
+GATHER_S = 0.012  # wait this long for the sessions of the last step to come back (sampling ≈ 5 ms)
+SESSION_REQUESTS = 3  # requests one session may have here at once; one runs per step
+
+
+class Busy(RuntimeError):
+    """This session already has SESSION_REQUESTS model requests waiting; the message is for the page."""
+
+
+class Cancelled(RuntimeError):
+    """The request was stopped (its cancel() turned true) before its logits were computed."""
+
+
+_resolver: Callable[[], object] | None = None
+
+
+def set_session_resolver(resolver: Callable[[], object] | None) -> None:
+    """Install how to find the running event's session when a caller passes none (app.py does,
+    with Gradio's session hash). It runs in the caller's thread; None or an exception = unknown."""
+    global _resolver
+    _resolver = resolver
+
+
+def current_session() -> object | None:
+    """The session of the running event, from the installed resolver, or None."""
+    try:
+        return _resolver() if _resolver is not None else None
+    except Exception:  # noqa: BLE001 — outside an event the resolver may fail: no session then
+        return None
+
+
+_order = itertools.count()
+
+
+@dataclass(eq=False)
+class Request:
+    """One call for the logits after ``ids`` on behalf of ``session``; the engine fills the rest."""
+
+    session: object
+    ids: tuple[int, ...]
+    cancel: Callable[[], bool] | None = None
+    order: int = field(default_factory=lambda: next(_order))  # arrival: the oldest runs first
+    prepared: bool = False  # the engine has looked up the cached prefix
+    pos: int = 0  # leading ids whose KV is cached (set by the engine, grows with each chunk)
+    base: object = None  # the engine's cache entry for ids[:pos]
+    logits: object = None  # set when done
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.ids) - self.pos
+
+    def stopped(self) -> bool:
+        try:
+            return self.cancel is not None and bool(self.cancel())
+        except Exception:  # noqa: BLE001 — a broken cancel callback counts as "stop"
+            return True
+
+
+@dataclass
+class Stats:
+    """What the worker did, for benchmarks and tests (never read by the scheduling itself)."""
+
+    steps: int = 0  # forward passes
+    rows: int = 0  # sequences over all passes
+    max_rows: int = 0
+    cancelled: int = 0
+    busy: int = 0
+
+
+class Batcher:
+    """Queue + one worker thread in front of an engine (a LanguageModel). ``submit`` blocks."""
+
+    def __init__(self, engine, max_batch: int = MAX_BATCH, max_step_tokens: int = MAX_STEP_TOKENS,
+                 prefill_chunk: int = PREFILL_CHUNK, gather_s: float = GATHER_S, unlimited=()):
+        self.engine = engine
+        self.unlimited = frozenset(unlimited)  # sessions without SESSION_REQUESTS (local use, tests)
+        self.max_batch, self.max_step_tokens = int(max_batch), int(max_step_tokens)
+        self.prefill_chunk, self.gather_s = int(prefill_chunk), float(gather_s)
+        self.stats = Stats()
+        self._cv = threading.Condition()
+        self._queue: list[Request] = []
+        self._per_session: dict[object, int] = {}
+        self._expected = 1  # rows of the last decode step: how many are likely to come back
+        self._worker: threading.Thread | None = None
+
+    def submit(self, session, ids: tuple[int, ...], cancel: Callable[[], bool] | None = None):
+        """The logits after ``ids`` for ``session``, computed in a batched step. Raises Busy,
+        Cancelled, or what the engine raised for this request."""
+        req = Request(session, tuple(ids), cancel)
+        with self._cv:
+            if self._per_session.get(session, 0) >= SESSION_REQUESTS and session not in self.unlimited:
+                self.stats.busy += 1
+                raise Busy(f"This session already has {SESSION_REQUESTS} model requests waiting: "
+                           "wait for them to finish (or press Stop), then try again.")
+            self._per_session[session] = self._per_session.get(session, 0) + 1
+            self._queue.append(req)
+            self._start_worker()
+            self._cv.notify_all()
+        try:
+            while not req.done.wait(0.05):
+                if req.stopped():  # leave now; the worker drops it before its next step
+                    with self._cv:
+                        self._cv.notify_all()
+            if req.error is not None:
+                raise req.error
+            return req.logits
+        finally:
+            with self._cv:
+                left = self._per_session[session] - 1
+                if left:
+                    self._per_session[session] = left
+                else:
+                    del self._per_session[session]
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue)
+
+    def _start_worker(self) -> None:
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._run, daemon=True, name="model-batcher")
+            self._worker.start()
+
+    def _run(self) -> None:
+        while True:
+            decode, prefill = [], []
+            try:
+                decode, prefill = self._next_step()
+                for rows in (decode, prefill):
+                    if rows:
+                        self._forward(rows)
+            except Exception as e:  # noqa: BLE001 — the worker must outlive any one step's failure
+                for r, _ in decode + prefill:
+                    r.error = r.error or e
+            self._finish(decode + prefill)
+
+    def _next_step(self) -> tuple[list, list]:
+        """Wait for requests, gather briefly, drop stopped ones, answer cache hits, pick rows."""
+        with self._cv:
+            while not self._queue:
+                self._cv.wait()
+            deadline = time.monotonic() + self.gather_s
+            while len(self._queue) < self._expected and (left := deadline - time.monotonic()) > 0:
+                self._cv.wait(left)
+            queue = sorted(self._queue, key=lambda r: r.order)
+        live = []
+        for r in queue:
+            if r.stopped():
+                self._end(r, error=Cancelled("stopped"))
+                self.stats.cancelled += 1
+            elif r.prepared or self._prepare(r):
+                live.append(r)
+        return self._pick(live)
+
+    def _prepare(self, r: Request) -> bool:
+        """Let the engine find the cached prefix; an exact hit is answered at once. False: done."""
+        r.prepared = True
+        try:
+            hit = self.engine._prepare(r)
+        except Exception as e:  # noqa: BLE001 — e.g. invalid ids: the caller sees it
+            self._end(r, error=e)
+            return False
+        if hit is not None:
+            self._end(r, logits=hit)
+            return False
+        return True
+
+    def _pick(self, live: list[Request]) -> tuple[list, list]:
+        """Oldest first, one request per session: decode rows within MAX_BATCH/MAX_STEP_TOKENS,
+        prefill rows (chunked) within PREFILL_CHUNK padded new tokens."""
+        decode, prefill, seen = [], [], set()
+        for r in live:
+            if r.session in seen:
+                continue
+            if r.remaining == 1 and self._fits(decode, r, 1, self.max_batch, self.max_step_tokens):
+                decode.append((r, 1))
+                seen.add(r.session)
+            elif r.remaining > 1:
+                n = min(r.remaining, self.prefill_chunk)
+                if not prefill or self._fits(prefill, r, n, self.max_batch, self.max_step_tokens,
+                                             new_budget=self.prefill_chunk):
+                    prefill.append((r, n))
+                    seen.add(r.session)
+        if not decode and not prefill and live:  # never idle: the oldest runs, alone if need be
+            r = live[0]
+            (decode if r.remaining == 1 else prefill).append((r, min(r.remaining, self.prefill_chunk)))
+        return decode, prefill
+
+    @staticmethod
+    def _fits(rows, r: Request, n: int, max_rows: int, max_tokens: int, new_budget: int | None = None) -> bool:
+        if len(rows) + 1 > max_rows:
+            return False
+        past = max([q.pos for q, _ in rows] + [r.pos])
+        new = max([m for _, m in rows] + [n])
+        if new_budget is not None and (len(rows) + 1) * new > new_budget:
+            return False
+        return not rows or (len(rows) + 1) * (past + new) <= max_tokens
+
+    def _forward(self, rows: list) -> None:
+        try:
+            self.engine._forward_rows(rows)
+        except Exception as e:  # noqa: BLE001 — a failed pass fails its rows, never the worker
+            for r, _ in rows:
+                r.error = e
+        self.stats.steps += 1
+        self.stats.rows += len(rows)
+        self.stats.max_rows = max(self.stats.max_rows, len(rows))
+
+    def _finish(self, rows: list) -> None:
+        done = [r for r, _ in rows if r.error is not None or r.logits is not None]
+        with self._cv:
+            for r in done:
+                self._queue.remove(r)
+            self._expected = max(1, sum(1 for r, n in rows if n == 1))
+        for r in done:
+            r.done.set()
+
+    def _end(self, r: Request, logits=None, error: BaseException | None = None) -> None:
+        r.logits, r.error = logits, error
+        with self._cv:
+            if r in self._queue:
+                self._queue.remove(r)
+        r.done.set()

@@ -1,0 +1,248 @@
+"""Concurrent sessions share the model's forward passes (agent/batching.py + agent/model.py), on
+the real bundled model: batched results equal solo ones, stop frees a slot, sessions never see
+each other's cache, and 16 sessions through the page's own API finish unmixed."""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from agent import batching, generation, sampling
+from agent.constraints import PRESETS
+from agent.model import PUBLIC
+
+pytestmark = pytest.mark.model
+GREEDY = sampling.SamplingConfig(temperature=0)
+TEXTS = ("The capital of France is", "Once upon a time, in a small village by the sea, there lived",
+         "def fib(n):", "Two plus two", "I like cats. I like dogs. I like cats. I like")
+
+
+def run_rows(lm, rows):
+    """One batched forward pass over (session, ids, cached tokens, new tokens) rows, as the worker
+    runs it: each row first gets its cached prefix of exactly `cached` tokens."""
+    reqs = []
+    for session, ids, cached, new in rows:
+        if cached:
+            lm.next_token_logits(ids[:cached], session=session)
+        r = batching.Request(session, tuple(ids[:cached + new]))
+        lm._prepare(r)
+        assert r.pos == cached
+        reqs.append((r, new))
+    lm._forward_rows(reqs)
+    return [r.logits for r, _ in reqs]
+
+
+def test_a_batch_of_mixed_past_and_new_lengths_equals_full_forward(lm):
+    """Left-padded pasts (0, 3, 2, 11 cached tokens) and right-padded new tokens (all, 2, 1, 5)."""
+    long = lm.encode(TEXTS[1] + " an old fisherman and his wife")
+    rows = [("mix-0", lm.encode(TEXTS[0]), 0, len(lm.encode(TEXTS[0]))),
+            ("mix-1", long, 3, 2),
+            ("mix-2", lm.encode(TEXTS[2]), 2, 1),
+            ("mix-3", long, 11, 5)]
+    got = run_rows(lm, rows)
+    for (_, x, cached, new), z in zip(rows, got, strict=True):
+        assert np.abs(z - lm.full_forward_logits(x[:cached + new])).max() < 1e-4
+
+
+def test_the_running_batch_continues_in_place_and_stays_exact(lm):
+    """Three sequences decode together for 6 steps: after the first step the block is reused
+    without copying, and every step's logits equal a fresh forward pass."""
+    seqs = {f"inplace-{i}": lm.encode(t) for i, t in enumerate(TEXTS[:3])}
+    for s, x in seqs.items():
+        lm.next_token_logits(x, session=s)
+    for _ in range(6):
+        reqs = []
+        for s, x in seqs.items():
+            x.append(int(lm.next_token_logits(x, session=s).argmax()))
+            r = batching.Request(s, tuple(x))
+            lm._prepare(r)
+            reqs.append((r, 1))
+        lm._forward_rows(reqs)
+        for r, _ in reqs:
+            assert np.abs(r.logits - lm.full_forward_logits(r.ids)).max() < 1e-4
+    assert lm._hot is not None and lm._hot.rows == 3
+
+
+def solo_and_together(lm, jobs):
+    """Each job alone (one after another), then all at once from threads: (solo, together)."""
+    solo = [job() for job in jobs]
+    before = lm.batcher.stats.max_rows
+    lm.batcher.stats.max_rows = 0
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        together = list(pool.map(lambda job: job(), jobs))
+    assert lm.batcher.stats.max_rows > 1, "the generations never shared a forward pass"
+    lm.batcher.stats.max_rows = max(before, lm.batcher.stats.max_rows)
+    return solo, together
+
+
+def test_concurrent_generations_equal_solo_for_mixed_prompts_settings_and_grammars(lm):
+    chat = lm.encode(lm.apply_chat_template([{"role": "user", "content": "Is the sky blue?"}]))
+    tool = lm.encode(lm.apply_chat_template([{"role": "user", "content": "Weather in Berlin? JSON."}]))
+    cases = [
+        (lm.encode(TEXTS[0]), GREEDY, None, 12),
+        (lm.encode(TEXTS[1]), sampling.SamplingConfig(temperature=0.8, top_k=40), None, 16),
+        (lm.encode(TEXTS[2]), sampling.SamplingConfig(temperature=1.2, top_p=0.9), None, 10),
+        (chat, sampling.SamplingConfig(temperature=0.7), PRESETS["yes / no / maybe"], 8),
+        (tool, sampling.SamplingConfig(temperature=0.7, min_p=0.05), PRESETS["JSON tool call"], 24),
+        (lm.encode(TEXTS[4]), GREEDY, None, 20),
+    ]
+
+    def job(i, ids, config, grammar, n):
+        return lambda: generation.generate(lm, ids, config, np.random.default_rng([7, i]), grammar=grammar,
+                                           max_new_tokens=n).ids
+
+    solo, together = solo_and_together(lm, [job(i, *c) for i, c in enumerate(cases)])
+    assert together == solo
+
+
+def test_a_stopped_generation_leaves_the_batch_at_its_next_step(lm):
+    cancel = threading.Event()
+    tokens: list[int] = []
+    out = {}
+
+    def long_reply():
+        out["g"] = generation.generate(lm, lm.encode(TEXTS[1]), GREEDY, np.random.default_rng(0),
+                                       max_new_tokens=400, cancel=cancel, session="stopper",
+                                       on_token=lambda t, _: tokens.append(t))
+
+    worker = threading.Thread(target=long_reply)
+    worker.start()
+    while len(tokens) < 3:
+        time.sleep(0.01)
+    stopped_at = time.monotonic()
+    cancel.set()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and time.monotonic() - stopped_at < 10
+    assert out["g"].stop_reason == generation.STOP_CANCELLED and len(out["g"].ids) < 400
+    assert lm.batcher.waiting == 0 and "stopper" not in lm._stops
+
+
+def test_stop_by_session_stops_every_generation_of_that_session_only(lm):
+    results = {}
+
+    def reply(session):
+        results[session] = generation.generate(lm, lm.encode(TEXTS[1]), GREEDY, np.random.default_rng(0),
+                                               max_new_tokens=300, session=session)
+
+    threads = [threading.Thread(target=reply, args=(s,)) for s in ("victim", "bystander")]
+    for t in threads:
+        t.start()
+    while "victim" not in lm._stops or "bystander" not in lm._stops:
+        time.sleep(0.01)
+    assert lm.stop("victim") == 1
+    threads[0].join(timeout=30)
+    assert results["victim"].stop_reason == generation.STOP_CANCELLED
+    assert "bystander" not in results  # still writing
+    lm.stop("bystander")
+    threads[1].join(timeout=30)
+
+
+def test_a_waiting_request_that_is_cancelled_never_runs(lm):
+    with pytest.raises(batching.Cancelled):
+        lm.next_token_logits(lm.encode("A request nobody waits for any more"), session="gone",
+                             cancel=lambda: True)
+
+
+def test_one_session_may_not_flood_the_batcher(lm):
+    barrier = threading.Barrier(8)
+    prompts = [lm.encode(f"Flood number {i} writes a fairly long prompt to keep the model busy") for i in range(8)]
+
+    def call(ids):
+        barrier.wait()
+        try:
+            lm.next_token_logits(ids, session="flooder")
+            return "ok"
+        except batching.Busy as e:
+            assert "wait for them to finish" in str(e)
+            return "busy"
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = list(pool.map(call, prompts))
+    assert outcomes.count("ok") >= 1 and outcomes.count("busy") >= 1
+
+
+def test_sessions_never_find_each_others_prefixes_but_all_find_shared_ones(lm):
+    secret = lm.encode("My bank password is hunter2 and my PIN is 4711")
+    lm.next_token_logits(secret, session="alice")
+    steps = lm.batcher.stats.steps
+    z = lm.next_token_logits(secret, session="mallory")  # a right guess still runs the model
+    assert lm.batcher.stats.steps > steps
+    probe = tuple(secret)
+    assert lm._store.longest("mallory", probe + (13,))[0] is not None  # now mallory's own entry
+    assert lm._store.get("eve", probe) is None and lm._store.longest("eve", probe)[0] is None
+    shared = lm.encode("The capital of France is")
+    lm.share_prefix(shared)
+    steps = lm.batcher.stats.steps
+    assert np.abs(lm.next_token_logits(shared, session="eve") - z).max() > 0  # a different prompt …
+    assert lm.batcher.stats.steps == steps  # … served from the shared cache without a forward pass
+
+
+def test_kv_cache_bytes_stay_under_the_cap(lm):
+    total, per_session, _ = lm._store.caps
+    for i in range(6):
+        lm.next_token_logits(lm.encode(f"Session {i} has its own prompt about topic number {i}"), session=f"cap-{i}")
+    assert sum(lm._store.tokens.values()) <= total
+    assert all(n <= per_session for s, n in lm._store.tokens.items() if s != PUBLIC)
+    assert total * lm.kv_bytes_per_token <= max(512 * 2**20, lm.context_window * lm.kv_bytes_per_token)
+
+
+# --- through the page's own API -------------------------------------------------------------------
+
+SLIDERS = (1.0, 0, 1.0, 0.0, 20, "Linear")  # temperature, top-k, top-p, min-p, bars, axis
+GREEDY_STEPS = 4
+
+
+def continuation_text(view: str) -> str:
+    return html.unescape(re.search(r'data-text="([^"]*)"', view).group(1))
+
+
+def expected_greedy(lm, prompt: str, steps: int) -> str:
+    ids = lm.encode(prompt)
+    out = []
+    for _ in range(steps):
+        out.append(int(lm.full_forward_logits(ids + out).argmax()))
+    return "".join(lm.decode([i]) for i in out)
+
+
+@pytest.mark.browser
+def test_sixteen_sessions_through_the_api_finish_unmixed(app_url, lm):
+    from gradio_client import Client
+
+    prompts = [f"Student {i} writes: my favourite number is {i * 7} and my favourite animal is" for i in range(16)]
+    expected = [expected_greedy(lm, p, GREEDY_STEPS) for p in prompts]
+    clients = [Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in prompts]  # a shared CPU
+    steps = lm.batcher.stats.steps
+    lm.batcher.stats.max_rows = 0
+
+    def student(i):
+        c = clients[i]
+        out = c.predict(prompts[i], "Raw text", 0, *SLIDERS, api_name="/run_prompt")
+        assert out[3] == "", out[3]
+        for _ in range(GREEDY_STEPS):
+            out = c.predict(*SLIDERS, api_name="/greedy")
+            assert out[3] == "", out[3]
+        return continuation_text(out[4])
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        got = list(pool.map(student, range(16)))
+    assert got == expected
+    assert lm.batcher.stats.max_rows > 1 and lm.batcher.stats.steps > steps
+
+
+@pytest.mark.browser
+def test_a_right_guess_of_another_sessions_prompt_is_not_served_from_its_cache(app_url, lm):
+    """The timing probe of issue #18: the guesser's request must run the model like any new prompt."""
+    from gradio_client import Client
+
+    secret = "Dear diary, today I told nobody that my locker code is 3141"
+    victim, guesser = (Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in range(2))
+    victim.predict(secret, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
+    steps = lm.batcher.stats.steps
+    out = guesser.predict(secret, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
+    assert out[3] == "" and lm.batcher.stats.steps > steps
