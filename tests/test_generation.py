@@ -60,7 +60,10 @@ def test_a_set_cancel_event_stops_generation_before_its_next_token(lm):
     assert g.stop_reason == generation.STOP_CANCELLED and 0 < len(g.ids) < 50
 
 
-def test_enforced_json_tool_call_always_validates(lm):
+def test_enforced_json_tool_call_always_validates(lm, monkeypatch):
+    # the property is validity, not speed: a loaded machine must not cut a run at the time budget
+    monkeypatch.setattr(enforcing, "REQUEST_TIME_S", 600.0)
+    monkeypatch.setattr(enforcing, "TIME_LIMIT_S", 300.0)
     grammar = PRESETS["JSON tool call"]
     *_, comp = enforcing.compare(lm, "What's the weather in Berlin?", grammar,
                                  sampling.SamplingConfig(temperature=0.7), seed=0, n=2, max_new_tokens=40)
