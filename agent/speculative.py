@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -220,21 +220,21 @@ class PromptLookupDraft:
         return drafted, rows, 0
 
 
-# --- rounds and runs ------------------------------------------------------------------------------
+# --- rounds, runs and what the view shows --------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class Stats:
-    """What `spec-stats` shows; `plain_seconds` is the same continuation decoded without drafts."""
+    """What `spec-stats` shows. One round is one target pass; `plain_seconds` is the time the
+    target alone took to decode the same continuation (None until measured)."""
 
-    rounds: int = 0  # = target passes
-    drafted: int = 0
+    rounds: int = 0
+    drafted: int = 0  # verified drafted tokens: up to and including each round's first rejection
     accepted: int = 0
     resampled: int = 0
     bonus: int = 0
     draft_steps: int = 0
     seconds: float = 0.0
     plain_seconds: float | None = None
-    gammas: list[int] = field(default_factory=list)
 
     @property
     def emitted(self) -> int:
@@ -242,7 +242,7 @@ class Stats:
 
     @property
     def alpha(self) -> float:
-        """Acceptance rate α: accepted / drafted-and-verified."""
+        """Acceptance rate α: accepted / verified drafted tokens."""
         return self.accepted / self.drafted if self.drafted else 0.0
 
     @property
@@ -251,19 +251,14 @@ class Stats:
 
     @property
     def speedup(self) -> float | None:
-        if not self.plain_seconds or not self.seconds:
-            return None
-        return self.plain_seconds / self.seconds
+        return self.plain_seconds / self.seconds if self.plain_seconds and self.seconds else None
 
-    def add(self, r: Round, draft_steps: int, seconds: float) -> None:
-        self.rounds += 1
-        self.drafted += len(r.positions)  # verified: up to and including the first rejection
-        self.accepted += r.accepted
-        self.resampled += sum(not p.accepted for p in r.positions)
-        self.bonus += r.bonus is not None
-        self.draft_steps += draft_steps
-        self.seconds += seconds
-        self.gammas.append(r.drafted_count)
+    def plus(self, r: Round, draft_steps: int, seconds: float) -> Stats:
+        return replace(self, rounds=self.rounds + 1, drafted=self.drafted + len(r.positions),
+                       accepted=self.accepted + r.accepted,
+                       resampled=self.resampled + sum(not p.accepted for p in r.positions),
+                       bonus=self.bonus + (r.bonus is not None), draft_steps=self.draft_steps + draft_steps,
+                       seconds=self.seconds + seconds)
 
 
 def one_round(ids: Sequence[int], draft: Draft, target_logits: Callable[[Sequence[int], int], np.ndarray],
@@ -273,8 +268,8 @@ def one_round(ids: Sequence[int], draft: Draft, target_logits: Callable[[Sequenc
     returns the logits (n, V) of the last n positions of `ids` (one forward pass). Returns the
     round and the draft steps spent. A draft that proposes nothing (prompt lookup without a
     match) makes a plain step: the target's next token alone, as the bonus."""
-    if not 1 <= int(gamma) <= MAX_GAMMA:
-        raise ValueError(f"γ must be between 1 and {MAX_GAMMA}, got {gamma!r}")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or not 1 <= gamma <= MAX_GAMMA:
+        raise ValueError(f"γ must be a whole number between 1 and {MAX_GAMMA}, got {gamma!r}")
     drafted, q_rows, steps = draft.propose(ids, int(gamma), config, rng)
     logits = target_logits(list(ids) + list(drafted), len(drafted) + 1)
     p_rows = np.array([distribution(z, config) for z in logits])
@@ -283,20 +278,105 @@ def one_round(ids: Sequence[int], draft: Draft, target_logits: Callable[[Sequenc
 
 
 def run(ids: Sequence[int], draft: Draft, target_logits, gamma: int, config: sampling.SamplingConfig,
-        rng: np.random.Generator, max_new_tokens: int, eos: frozenset[int] = frozenset(),
-        stats: Stats | None = None) -> tuple[list[int], list[Round], Stats]:
+        rng: np.random.Generator, max_new_tokens: int, eos: frozenset[int] = frozenset()
+        ) -> tuple[list[int], list[Round], Stats]:
     """Rounds until max_new_tokens are emitted or an end-of-sequence token is; the tokens emitted
     after the first EOS are dropped (the text ends there)."""
-    stats = stats or Stats()
-    out: list[int] = []
-    rounds: list[Round] = []
+    stats, out, rounds = Stats(), [], []
     while len(out) < max_new_tokens:
         start = time.perf_counter()
         r, steps = one_round(list(ids) + out, draft, target_logits, gamma, config, rng)
-        stats.add(r, steps, time.perf_counter() - start)
+        stats = stats.plus(r, steps, time.perf_counter() - start)
         rounds.append(r)
         for t in r.emitted:
             if t in eos or len(out) >= max_new_tokens:
                 return out, rounds, stats
             out.append(t)
     return out, rounds, stats
+
+
+def top_tokens(probs: np.ndarray | None, n: int) -> tuple[tuple[int, float], ...]:
+    """The n most probable (id, probability) pairs, ties to the lower id; () for None.
+
+    >>> top_tokens(np.array([0.1, 0.6, 0.3]), 2)
+    ((1, 0.6), (2, 0.3))
+    """
+    if probs is None:
+        return ()
+    order = np.lexsort((np.arange(len(probs)), -np.asarray(probs)))[:n]
+    return tuple((int(i), float(probs[i])) for i in order if probs[i] > 0)
+
+
+@dataclass(frozen=True)
+class PositionView:
+    """A drafted position reduced to what the page shows (no (V,) arrays kept in a session)."""
+
+    drafted: int
+    p_x: float  # p(x_i)
+    q_x: float  # q(x_i)
+    u: float | None
+    ratio: float
+    accepted: bool
+    resampled: int | None
+    top_p: tuple[tuple[int, float], ...]
+    top_q: tuple[tuple[int, float], ...]
+    top_residual: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True)
+class RoundView:
+    positions: tuple[PositionView, ...]
+    bonus: int | None
+    top_bonus: tuple[tuple[int, float], ...]
+    gamma: int
+    draft_steps: int
+    seconds: float
+
+
+def view_of(r: Round, steps: int, seconds: float, n: int = 5) -> RoundView:
+    """The round with every distribution cut to its top n (the arithmetic stays here, not in viz/)."""
+    positions = tuple(PositionView(
+        p.drafted, float(p.p[p.drafted]), float(p.q[p.drafted]), p.u, p.ratio, p.accepted, p.resampled,
+        top_tokens(p.p, n), top_tokens(p.q, n), top_tokens(p.residual, n)) for p in r.positions)
+    return RoundView(positions, r.bonus, top_tokens(r.bonus_p, n), r.drafted_count, steps, seconds)
+
+
+MAX_SHOWN_ROUNDS = 6
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A speculative continuation as a value (the tab's session state): the prompt, the emitted
+    tokens with how each was made, the last rounds to show, and the running Stats."""
+
+    prompt_ids: tuple[int, ...]
+    seed: int = 0
+    out: tuple[int, ...] = ()
+    how: tuple[str, ...] = ()  # per emitted token: "accepted" | "resampled" | "bonus"
+    rounds: tuple[RoundView, ...] = ()
+    stats: Stats = Stats()
+    ended: bool = False  # an end-of-sequence token was emitted
+
+
+def advance(d: Decoding, draft: Draft, target_logits, gamma: int, config: sampling.SamplingConfig,
+            eos: frozenset[int] = frozenset(), limit: int | None = None) -> Decoding:
+    """One round on top of d; the draws come from (seed, tokens so far), so the same settings give
+    the same round again. Emitted tokens after an EOS, or past `limit` tokens, are dropped."""
+    rng = np.random.default_rng([d.seed, len(d.out), d.stats.rounds])
+    start = time.perf_counter()
+    r, steps = one_round(d.prompt_ids + d.out, draft, target_logits, gamma, config, rng)
+    seconds = time.perf_counter() - start
+    kinds = ["accepted" if p.accepted else "resampled" for p in r.positions]
+    kinds += ["bonus"] if r.bonus is not None else []
+    out, how, ended = list(d.out), list(d.how), d.ended
+    for token, kind in zip(r.emitted, kinds, strict=True):
+        if token in eos:
+            ended = True
+            break
+        if limit is not None and len(out) >= limit:
+            break
+        out.append(token)
+        how.append(kind)
+    shown = (d.rounds + (view_of(r, steps, seconds),))[-MAX_SHOWN_ROUNDS:]
+    return replace(d, out=tuple(out), how=tuple(how), rounds=shown, stats=d.stats.plus(r, steps, seconds),
+                   ended=ended)

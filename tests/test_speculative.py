@@ -141,10 +141,8 @@ def test_greedy_speculative_output_equals_plain_greedy(gamma):
 def test_bookkeeping_accepted_plus_resampled_plus_bonus_is_emitted_and_passes_are_rounds():
     next_logits, target_logits, calls = toy_target()
     noisy = lambda ids: next_logits(ids) * 0.5  # noqa: E731
-    stats = speculative.Stats()
     out, rounds, stats = speculative.run([1, 2], speculative.ModelDraft("flat", noisy), target_logits, 4,
-                                         SamplingConfig(temperature=1.0), np.random.default_rng(5), 200,
-                                         stats=stats)
+                                         SamplingConfig(temperature=1.0), np.random.default_rng(5), 200)
     assert stats.accepted + stats.resampled + stats.bonus == stats.emitted == sum(len(r.emitted) for r in rounds)
     assert stats.rounds == len(rounds) == calls["n"]
     assert len(out) == 200 and stats.emitted >= 200
@@ -168,6 +166,30 @@ def test_prompt_lookup_without_a_match_makes_a_plain_step():
 
 def test_gamma_out_of_range_is_refused():
     _, target_logits, _ = toy_target()
-    with pytest.raises(ValueError, match="γ must be between 1 and 8"):
+    with pytest.raises(ValueError, match="γ must be a whole number between 1 and 8"):
         speculative.one_round([1], speculative.PromptLookupDraft(16), target_logits, 9,
                               SamplingConfig(), np.random.default_rng(0))
+
+
+def test_advance_is_a_value_and_the_same_settings_give_the_same_round():
+    next_logits, target_logits, _ = toy_target()
+    draft = speculative.ModelDraft("half", lambda ids: next_logits(ids) * 0.5)
+    config = SamplingConfig(temperature=1.0)
+    d0 = speculative.Decoding((1, 2), seed=3)
+    d1 = speculative.advance(d0, draft, target_logits, 4, config)
+    again = speculative.advance(d0, draft, target_logits, 4, config)
+    assert d0.out == () and d1.out == again.out and len(d1.out) >= 1
+    assert len(d1.how) == len(d1.out) and d1.stats.rounds == 1
+    view = d1.rounds[-1]
+    assert view.positions and all(len(p.top_p) <= 5 for p in view.positions)
+
+
+def test_advance_stops_at_end_of_sequence_and_at_the_limit():
+    next_logits, target_logits, _ = toy_target()
+    draft = speculative.ModelDraft("same", next_logits)  # q = p: every drafted token accepted
+    config = SamplingConfig(temperature=0)
+    d = speculative.advance(speculative.Decoding((1, 2)), draft, target_logits, 8, config, limit=3)
+    assert len(d.out) == 3 and not d.ended
+    first = d.out[0]
+    d = speculative.advance(speculative.Decoding((1, 2)), draft, target_logits, 8, config, eos=frozenset({first}))
+    assert d.out == () and d.ended
