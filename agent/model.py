@@ -356,6 +356,18 @@ class LanguageModel:
         Reuses the KV cache of the longest cached prefix: appending one token to a known sequence
         runs one decode step; a branch runs only the tokens after the shared prefix.
         """
+        ids = self._checked(token_ids)
+        with self._lock:
+            hit = self._prefixes.get(ids)
+            if hit is not None:
+                self._prefixes.move_to_end(ids)
+                return hit.logits
+            base, n = self._longest_prefix(ids)
+            prefix, _ = self._extend(base, n, ids)
+            self._remember(prefix, replaces=base.ids if base is not None and n == len(base.ids) else None)
+            return prefix.logits
+
+    def _checked(self, token_ids: Sequence[int]) -> tuple[int, ...]:
         ids = tuple(int(i) for i in token_ids)
         if not ids:
             raise ValueError("next_token_logits needs at least one token id.")
@@ -363,15 +375,7 @@ class LanguageModel:
             raise ValueError(f"{len(ids)} tokens exceed the context window of {self.context_window}.")
         if min(ids) < 0 or max(ids) >= self.vocab_size:
             raise ValueError(f"token ids must lie in [0, {self.vocab_size}).")
-        with self._lock:
-            hit = self._prefixes.get(ids)
-            if hit is not None:
-                self._prefixes.move_to_end(ids)
-                return hit.logits
-            base, n = self._longest_prefix(ids)
-            prefix = self._extend(base, n, ids)
-            self._remember(prefix, replaces=base.ids if base is not None and n == len(base.ids) else None)
-            return prefix.logits
+        return ids
 
     def _longest_prefix(self, ids: tuple[int, ...]) -> tuple[_Prefix | None, int]:
         """The cached sequence sharing the most leading tokens with ids, and how many (< len(ids))."""
@@ -385,8 +389,9 @@ class LanguageModel:
                 best, best_n = entry, n
         return best, best_n
 
-    def _extend(self, base: _Prefix | None, n: int, ids: tuple[int, ...]) -> _Prefix:
-        """Run the model on ids[n:] on top of the first n cached positions of base."""
+    def _extend(self, base: _Prefix | None, n: int, ids: tuple[int, ...], keep: int = 1) -> tuple[_Prefix, np.ndarray]:
+        """Run the model on ids[n:] on top of the first n cached positions of base; also the
+        (keep, V) logits of the last `keep` positions."""
         from transformers import DynamicCache
 
         torch = self._torch
@@ -395,10 +400,10 @@ class LanguageModel:
             cache = DynamicCache(ddp_cache_data=[(k[:, :, :n], v[:, :, :n]) for k, v in base.kv])
         new = torch.tensor([ids[n:]], dtype=torch.long)
         with torch.inference_mode():
-            out = self.model(input_ids=new, cache=cache, use_cache=True, logits_to_keep=1)
+            out = self.model(input_ids=new, cache=cache, use_cache=True, logits_to_keep=keep)
         kv = [(layer.keys, layer.values) for layer in out.cache.layers]
-        logits = out.logits[0, -1].float().numpy().copy()
-        return _Prefix(ids, kv, logits)
+        logits = out.logits[0].float().numpy().copy()
+        return _Prefix(ids, kv, logits[-1]), logits
 
     def _remember(self, prefix: _Prefix, replaces: tuple[int, ...] | None) -> None:
         """Keep the new prefix; drop the one it extends and the least recently used past the budget."""
@@ -407,6 +412,74 @@ class LanguageModel:
         self._prefixes[prefix.ids] = prefix
         while sum(len(p) for p in self._prefixes) > KV_CACHE_TOKENS and len(self._prefixes) > 1:
             self._prefixes.popitem(last=False)
+
+    # --- speculative decoding (agent.speculative): a verify pass, an early-exit draft ---------------
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    def tail_logits(self, token_ids: Sequence[int], n: int) -> np.ndarray:
+        """(n, V) logits after each of the last n positions of token_ids, from ONE forward pass on
+        top of the longest cached prefix: speculative decoding's verification of n − 1 drafted
+        tokens (plus the bonus position). The whole sequence is cached; the next round's prefix
+        (prompt + accepted tokens) is a prefix of it, so rejected positions roll back by slicing."""
+        ids = self._checked(token_ids)
+        if not 1 <= n <= len(ids):
+            raise ValueError(f"n must be between 1 and {len(ids)}, got {n}.")
+        with self._lock:
+            base, shared = self._longest_prefix(ids)
+            start = min(shared, len(ids) - n)  # every position whose logits we need is run
+            prefix, logits = self._extend(base, start, ids, keep=n)
+            self._remember(prefix, replaces=base.ids if base is not None and start == len(base.ids) else None)
+            return logits
+
+    def early_exit_logits(self, token_ids: Sequence[int], layers: int) -> np.ndarray:
+        """(V,) logits of the first `layers` decoder layers + the final norm + the tied head: a
+        draft made of the model itself, with no training. Its keys and values for those layers are
+        the full model's, so it reads them from the same prefix cache (and stores nothing)."""
+        from transformers import DynamicCache
+        from transformers.masking_utils import create_causal_mask
+
+        ids = self._checked(token_ids)
+        if not 1 <= layers <= self.num_layers:
+            raise ValueError(f"layers must be between 1 and {self.num_layers}, got {layers}.")
+        torch, inner = self._torch, self.model.model
+        with self._lock, torch.inference_mode():
+            base, n = self._longest_prefix(ids)
+            kv = [(k[:, :, :n], v[:, :, :n]) for k, v in base.kv[:layers]] if base is not None and n else None
+            cache = DynamicCache(ddp_cache_data=kv) if kv else DynamicCache(config=inner.config)
+            h = inner.embed_tokens(torch.tensor([ids[n:]], dtype=torch.long))
+            pos = (torch.arange(h.shape[1]) + n).unsqueeze(0)
+            mask = create_causal_mask(config=inner.config, inputs_embeds=h, attention_mask=None, cache=cache,
+                                      position_ids=pos)
+            rope = inner.rotary_emb(h, position_ids=pos)
+            for layer in inner.layers[:layers]:
+                h = layer(h, attention_mask=mask, position_embeddings=rope, position_ids=pos, cache=cache,
+                          use_cache=True)
+            return self.model.lm_head(inner.norm(h[:, -1:]))[0, -1].float().numpy().copy()
+
+    def plain_decode_seconds(self, prompt_ids: Sequence[int], continuation: Sequence[int]) -> float:
+        """Seconds the model alone takes to decode `continuation` after `prompt_ids`, one token per
+        forward pass, on a private copy of the cached prompt (the prompt's prefill not counted):
+        the baseline of speculative decoding's measured speedup."""
+        import time
+
+        from transformers import DynamicCache
+
+        torch = self._torch
+        self.next_token_logits(prompt_ids)  # the prompt's cache, as the speculative run had it
+        with self._lock:
+            entry = self._prefixes.get(tuple(int(i) for i in prompt_ids))
+            kv = list(entry.kv) if entry is not None else None
+        cache = DynamicCache(ddp_cache_data=kv) if kv else None
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for token in list(continuation)[:-1] if continuation else []:
+                out = self.model(input_ids=torch.tensor([[int(token)]]), cache=cache, use_cache=True,
+                                 logits_to_keep=1)
+                cache = out.cache
+        return time.perf_counter() - start
 
     def full_forward_logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """(V,) logits from one fresh forward pass, no cache: the reference the cache is tested against."""
