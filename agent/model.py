@@ -460,22 +460,24 @@ class LanguageModel:
             return self.model.lm_head(inner.norm(h[:, -1:]))[0, -1].float().numpy().copy()
 
     def plain_decode_seconds(self, prompt_ids: Sequence[int], continuation: Sequence[int]) -> float:
-        """Seconds the model alone takes to decode `continuation` after `prompt_ids`, one token per
-        forward pass, on a private copy of the cached prompt (the prompt's prefill not counted):
-        the baseline of speculative decoding's measured speedup."""
+        """Seconds the model alone takes to decode `continuation` after `prompt_ids`: one forward
+        pass per token (the last prompt token, then each token but the last), on a private copy
+        of the cached prompt — the baseline of speculative decoding's measured speedup, which
+        also re-runs the last prompt token in its first verify pass."""
         import time
 
         from transformers import DynamicCache
 
-        torch = self._torch
-        self.next_token_logits(prompt_ids)  # the prompt's cache, as the speculative run had it
+        torch, ids = self._torch, self._checked(prompt_ids)
+        if len(ids) > 1:
+            self.next_token_logits(ids[:-1])
         with self._lock:
-            entry = self._prefixes.get(tuple(int(i) for i in prompt_ids))
-            kv = list(entry.kv) if entry is not None else None
-        cache = DynamicCache(ddp_cache_data=kv) if kv else None
+            entry = self._prefixes.get(ids[:-1])
+        cache = DynamicCache(ddp_cache_data=list(entry.kv)) if entry is not None else None
+        feed = [ids[-1], *continuation][:max(1, len(continuation))]
         start = time.perf_counter()
         with torch.inference_mode():
-            for token in list(continuation)[:-1] if continuation else []:
+            for token in feed:
                 out = self.model(input_ids=torch.tensor([[int(token)]]), cache=cache, use_cache=True,
                                  logits_to_keep=1)
                 cache = out.cache
