@@ -183,13 +183,14 @@ def layout(tab: Tab) -> tuple[Controls, Views]:
         tokens = gr.Slider(1, MAX_RUN_TOKENS, value=32, step=1, label="Tokens to run", scale=2)
         run_btn = gr.Button("Run", elem_id="spec-run-btn")
         reset_btn = gr.Button("Reset", elem_id="spec-reset-btn")
-    message = gr.HTML("", elem_id="spec-message")
-    text = gr.HTML("", elem_id="spec-text")
+    html = dict(js_on_load=None, css_template=views.CSS)
+    message = gr.HTML("", elem_id="spec-message", js_on_load=None)
+    text = gr.HTML("", elem_id="spec-text", **html)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
-            rounds = gr.HTML(views.rounds((), tab.lm.token_strings), elem_id="spec-rounds")
+            rounds = gr.HTML(views.rounds((), tab.lm.token_strings), elem_id="spec-rounds", **html)
         with gr.Column(scale=2):
-            stats = gr.HTML("", elem_id="spec-stats")
+            stats = gr.HTML("", elem_id="spec-stats", **html)
     state = gr.State(None, time_to_live=SESSION_TTL_S)
     controls = Controls(prompt, draft, layers, gamma, temperature, top_k, top_p, seed, tokens,
                         round_btn, run_btn, reset_btn)

@@ -10,6 +10,33 @@ from __future__ import annotations
 from viz.render import esc, token_html
 
 HOW_LABELS = {"accepted": "accepted draft", "resampled": "resampled at a rejection", "bonus": "bonus from p"}
+CSS = """
+.spec-text { font-family: ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap; line-height: 1.7;
+  padding: 0.5em; border: 1px solid rgba(127,127,127,0.3); border-radius: 6px; }
+.spec-prompt { opacity: 0.55; }
+.spec-accepted { background: rgba(5, 150, 105, 0.25); border-radius: 3px; }
+.spec-resampled { background: rgba(217, 119, 6, 0.35); border-radius: 3px; }
+.spec-bonus { background: rgba(37, 99, 235, 0.25); border-radius: 3px; }
+.spec-legend { font-size: 0.8em; margin-top: 0.3em; display: flex; gap: 1em; }
+.spec-legend span { padding: 0 0.4em; }
+.spec-round { border: 1px solid rgba(127,127,127,0.35); border-radius: 8px; padding: 0.4em 0.7em;
+  margin-bottom: 0.6em; }
+.spec-round h4 { margin: 0 0 0.3em 0; }
+.spec-pos { border-left: 5px solid #059669; padding: 0.2em 0.6em; margin: 0.35em 0; }
+.spec-pos.bad { border-left-color: #d97706; }
+.spec-pos-head { font-size: 0.9em; }
+.spec-pq { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
+.spec-dist { display: grid; gap: 1px; font-size: 0.85em; }
+.spec-row { display: grid; grid-template-columns: minmax(6em, 1fr) 2fr 4.5em; gap: 0.4em; align-items: center; }
+.spec-bar { height: 0.9em; background: rgba(127,127,127,0.12); border-radius: 3px; position: relative; }
+.spec-bar span { position: absolute; left: 0; top: 0; bottom: 0; background: #2563eb; border-radius: 3px; }
+.spec-residual { margin-top: 0.3em; }
+.spec-residual .spec-bar span { background: #d97706; }
+.spec-stats-table th { text-align: left; padding-right: 1em; font-weight: 600; }
+.spec-stats-table caption { text-align: left; font-weight: 700; }
+.spec-note, .spec-empty { font-size: 0.85em; opacity: 0.85; margin-top: 0.4em; }
+.tok { white-space: pre; font-weight: 600; }
+"""
 PAPERS = ("Leviathan et al. 2023: 2.3–3.4× (T5-XXL drafted by T5-small); "
           "Chen et al. 2023: 2–2.5× (Chinchilla 70B)")
 
