@@ -165,7 +165,11 @@ class Draft(Protocol):
 
 
 def distribution(logits: np.ndarray, config: sampling.SamplingConfig) -> np.ndarray:
-    """The sampling rule's final distribution for these logits (T = 0: one-hot on the argmax)."""
+    """The sampling rule's final distribution for these logits. At T = 0 the rule only compares
+    argmaxes, so this is the model's own softmax (T = 1), whose argmax is the same token (ties to
+    the lower id in both) and whose numbers are worth showing, unlike a one-hot."""
+    if config.greedy:
+        return sampling.softmax(logits)
     return np.asarray(sampling.trace(logits, config).probs, dtype=np.float64)
 
 
