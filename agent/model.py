@@ -481,10 +481,7 @@ class LanguageModel:
         Appending one token to a known sequence runs one decode step; a branch runs only the
         tokens after the shared prefix. ``cancel()`` true → agent.batching.Cancelled at the next step.
         """
-        ids = self._checked(token_ids)
-        if session is None:
-            session = current_session()
-            session = ANONYMOUS if session is None else session
+        ids, session = self._checked(token_ids), self._session(session)
         with self._store_lock:
             hit = self._store.get(session, ids)
         if hit is not None:
@@ -630,6 +627,99 @@ class LanguageModel:
             for r, _ in rows:  # a request mid-prompt keeps its own entry alive: compact it too
                 if r.base.block is not self._hot:
                     r.base.compact()
+
+    @staticmethod
+    def _session(session):
+        """The cache owner of a call: the given one, else the running Gradio event's, else ANONYMOUS."""
+        if session is None:
+            session = current_session()
+        return ANONYMOUS if session is None else session
+
+    # --- speculative decoding (agent/speculative.py): a one-pass verify, an early-exit draft -----
+    # Both run outside the batcher (one sequence, several positions or a part of the layers) but on
+    # the same session-keyed prefix cache, under the forward lock the batcher's passes hold too.
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.model.model.layers)
+
+    def tail_logits(self, token_ids: Sequence[int], n: int, session=None) -> np.ndarray:
+        """(n, V) logits after each of the last n positions of token_ids, from ONE forward pass on
+        top of the session's longest cached prefix: speculative decoding's verification of n − 1
+        drafted tokens plus the bonus position. The whole sequence is cached afterwards; the next
+        round's prefix (prompt + accepted tokens) is a prefix of it, so rejected positions roll
+        back by reading fewer of its positions — nothing is copied or cropped."""
+        ids, session = self._checked(token_ids), self._session(session)
+        if not 1 <= n <= len(ids):
+            raise ValueError(f"n must be between 1 and {len(ids)}, got {n}.")
+        torch = self._torch
+        with self._store_lock:
+            base, shared = self._store.longest(session, ids)
+        start = min(shared, len(ids) - n)  # every position whose logits are needed is run
+        with self._forward_lock, torch.inference_mode():
+            out = self.model.model(input_ids=torch.tensor([ids[start:]]), cache=self._cache_of(base, start),
+                                   use_cache=True)
+            logits = self.model.lm_head(out.last_hidden_state[0, -n:]).float().numpy()
+        layers = out.cache.layers
+        entry = _Prefix(ids, logits[-1].copy(), _Block([la.keys for la in layers], [la.values for la in layers],
+                                                       1, len(ids)))
+        with self._store_lock:
+            self._store.put(session, entry, base.ids if base is not None and start == len(base.ids) else None)
+        return logits
+
+    def early_exit_logits(self, token_ids: Sequence[int], layers: int, session=None) -> np.ndarray:
+        """(V,) logits of the first `layers` decoder layers + the final norm + the tied head: a
+        draft made of the model itself, with no training. Its keys and values for those layers
+        equal the full model's, so it reads them from the session's prefix cache (and stores
+        nothing: an entry must hold every layer)."""
+        from transformers.masking_utils import create_causal_mask
+
+        ids, session = self._checked(token_ids), self._session(session)
+        if not 1 <= layers <= self.num_layers:
+            raise ValueError(f"layers must be between 1 and {self.num_layers}, got {layers}.")
+        torch, inner = self._torch, self.model.model
+        with self._store_lock:
+            base, n = self._store.longest(session, ids)
+        with self._forward_lock, torch.inference_mode():
+            cache = self._cache_of(base, n, layers)
+            h = inner.embed_tokens(torch.tensor([ids[n:]]))
+            pos = (torch.arange(h.shape[1]) + n).unsqueeze(0)
+            mask = create_causal_mask(config=inner.config, inputs_embeds=h, attention_mask=None, cache=cache,
+                                      position_ids=pos)
+            rope = inner.rotary_emb(h, position_ids=pos)
+            for layer in inner.layers[:layers]:
+                h = layer(h, attention_mask=mask, position_embeddings=rope, position_ids=pos, cache=cache,
+                          use_cache=True)
+            return self.model.lm_head(inner.norm(h[:, -1:]))[0, -1].float().numpy().copy()
+
+    def plain_decode_seconds(self, prompt_ids: Sequence[int], continuation: Sequence[int], session=None) -> float:
+        """Seconds the model alone takes to decode `continuation` after `prompt_ids`: one forward
+        pass per token (the last prompt token, then each token but the last) on a private copy of
+        the cached prompt — the baseline of speculative decoding's measured speedup, whose first
+        verify pass also re-runs the last prompt token."""
+        import time
+
+        ids, session, torch = self._checked(prompt_ids), self._session(session), self._torch
+        self.next_token_logits(ids, session=session)  # the prompt, cached as the speculative run had it
+        with self._store_lock:
+            base, n = self._store.longest(session, ids)
+        cache = self._cache_of(base, n)
+        feed = [*ids[n:], *continuation][:max(1, len(ids) - n + len(continuation) - 1)]
+        start = time.perf_counter()
+        for token in feed:
+            with self._forward_lock, torch.inference_mode():
+                cache = self.model(input_ids=torch.tensor([[int(token)]]), cache=cache, use_cache=True,
+                                   logits_to_keep=1).cache
+        return time.perf_counter() - start
+
+    def _cache_of(self, base: _Prefix | None, n: int, layers: int | None = None):
+        """A DynamicCache over the first n cached positions of base (its first `layers` layers);
+        views, which the cache concatenates into new tensors, so base is never changed."""
+        from transformers import DynamicCache
+
+        if base is None or n == 0:
+            return DynamicCache(config=self.model.config) if layers is not None else None
+        return DynamicCache(ddp_cache_data=[base.kv(layer, n) for layer in range(layers or self.num_layers)])
 
     def full_forward_logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """(V,) logits from one fresh forward pass, no cache: the reference the cache is tested against."""

@@ -1,0 +1,38 @@
+"""The Speculative decoding tab in headless Chromium, driven as a person would."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def test_one_round_shows_each_drafted_position_and_the_stats(page):
+    page.get_by_role("tab", name="Speculative decoding").click()
+    page.get_by_role("button", name="Draft and verify").click()
+    page.locator("#spec-rounds .spec-round").first.wait_for(timeout=120_000)
+    rounds = page.locator("#spec-rounds").inner_text()
+    assert "Round 1: γ = 4" in rounds and "1 target pass" in rounds
+    assert re.search(r"position 1: drafted .+ p\(x\) = .+ q\(x\) = .+ (accepted|rejected)", rounds)
+    stats = page.locator("#spec-stats").inner_text()
+    assert re.search(r"target passes\s+1\b", stats)
+    assert re.search(r"acceptance rate α\s+[\d.]+% \(\d of \d\)", stats)
+    assert re.search(r"emitted\s+(\d+) = \d+ accepted \+ \d+ resampled \+ \d+ bonus", stats)
+    assert page.locator("#spec-text .spec-prompt").inner_text().startswith("Berlin is the capital")
+
+
+def test_prompt_lookup_round_and_a_bad_gamma_through_the_api_gets_a_message(page, app_url):
+    from gradio_client import Client
+
+    page.get_by_role("tab", name="Speculative decoding").click()
+    page.get_by_label("Draft").click()
+    page.get_by_role("option", name=re.compile("Prompt lookup")).click()
+    page.get_by_role("button", name="Draft and verify").click()
+    page.locator("#spec-rounds .spec-round").first.wait_for(timeout=120_000)
+    assert "target pass" in page.locator("#spec-rounds").inner_text()
+    client = Client(app_url, verbose=False)
+    out = client.predict(None, "Berlin", "Prompt lookup (n-grams copied from the context)", 24, 99, 0.0, 0, 1.0, 0,
+                         api_name="/spec_round")
+    assert "γ must be a whole number from 1 to 8" in str(out)

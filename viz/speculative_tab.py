@@ -1,0 +1,210 @@
+"""The Speculative decoding tab: continue a prompt in rounds — the draft proposes γ tokens, the
+target scores them all in one forward pass, and the rejection rule accepts or resamples.
+
+Read top to bottom: choices → the session value → handlers (module-level, named inputs, each
+returns {component: value}) → `build` (layout) → listeners. The math is agent.speculative; the
+model calls are agent.model (`tail_logits`, `early_exit_logits`, `plain_decode_seconds`); the
+views are viz.speculative_views.
+
+Adding a control: one field in `Controls`, one argument in `Settings.read`, one line in `layout`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import gradio as gr
+
+from agent import continuation, speculative
+from agent.sampling import SamplingConfig
+from viz import speculative_views as views
+
+EARLY_EXIT = "Early exit (first L layers of the model)"
+PROMPT_LOOKUP = "Prompt lookup (n-grams copied from the context)"
+DEFAULT_PROMPT = ("Berlin is the capital of Germany. Paris is the capital of France. Rome is the capital of "
+                  "Italy. Madrid is the capital of Spain. Berlin is the capital of")
+MAX_RUN_TOKENS = 64
+MAX_TOKENS = 256  # Draft and verify continues up to this many tokens
+SESSION_TTL_S = 1800  # a speculative session is forgotten 30 minutes after its last use
+
+
+def draft_choices(draft_lm) -> list[str]:
+    choices = [EARLY_EXIT, PROMPT_LOOKUP]
+    return choices + ([f"Draft model: {draft_lm.name}"] if draft_lm is not None else [])
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The tab's controls, checked on the server (a visitor can send anything through the API)."""
+
+    draft: str
+    layers: int
+    gamma: int
+    config: SamplingConfig
+    seed: int
+
+    @staticmethod
+    def read(choices, draft, layers, gamma, temperature, top_k, top_p, seed, n_layers) -> Settings:
+        if draft not in choices:
+            raise ValueError(f"Draft must be one of: {', '.join(choices)}.")
+        for name, value, low, high in (("L", layers, 1, n_layers - 1), ("γ", gamma, 1, speculative.MAX_GAMMA),
+                                       ("Seed", seed, 0, 2**31 - 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
+                    or not low <= value <= high:
+                raise ValueError(f"{name} must be a whole number from {low} to {high}, got {value!r}.")
+        config = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
+        return Settings(draft, int(layers), int(gamma), config, int(seed))
+
+
+class Tab:
+    """The loaded models and the drafts they make; one per app, shared by every session."""
+
+    def __init__(self, lm, draft_lm=None):
+        self.lm, self.draft_lm = lm, draft_lm
+        self.choices = draft_choices(draft_lm)
+
+    def draft(self, s: Settings) -> speculative.Draft:
+        if s.draft == EARLY_EXIT:
+            return speculative.ModelDraft(f"early exit, L = {s.layers}",
+                                          lambda ids: self.lm.early_exit_logits(ids, s.layers))
+        if s.draft == PROMPT_LOOKUP:
+            return speculative.PromptLookupDraft(self.lm.vocab_size)
+        return speculative.ModelDraft(self.draft_lm.name, self.draft_lm.next_token_logits)
+
+    def start(self, prompt: str, seed: int) -> speculative.Decoding:
+        text = continuation.clean_prompt(prompt)
+        ids = self.lm.encode(text)[-continuation.MAX_PROMPT_TOKENS:]
+        if not ids:
+            raise ValueError("Type a prompt first.")
+        self.lm.next_token_logits(ids)  # prefill once (cached): rounds and the plain baseline start from here
+        return speculative.Decoding(tuple(ids), seed=seed)
+
+    def advance(self, d: speculative.Decoding, s: Settings, limit: int) -> speculative.Decoding:
+        return speculative.advance(d, self.draft(s), self.lm.tail_logits, s.gamma, s.config,
+                                   self.lm.eos_token_ids, limit)
+
+
+@dataclass
+class Controls:
+    prompt: gr.Textbox
+    draft: gr.Dropdown
+    layers: gr.Slider
+    gamma: gr.Slider
+    temperature: gr.Slider
+    top_k: gr.Slider
+    top_p: gr.Slider
+    seed: gr.Number
+    tokens: gr.Slider
+    round_btn: gr.Button
+    run_btn: gr.Button
+    reset_btn: gr.Button
+
+    def settings(self) -> list:
+        return [self.draft, self.layers, self.gamma, self.temperature, self.top_k, self.top_p, self.seed]
+
+
+@dataclass
+class Views:
+    state: gr.State
+    text: gr.HTML
+    rounds: gr.HTML
+    stats: gr.HTML
+    message: gr.HTML
+
+
+def render(tab: Tab, v: Views, d: speculative.Decoding | None, s: Settings | None, note: str = "") -> dict:
+    """Every view of the tab for one Decoding (None: nothing started yet)."""
+    strings = tab.lm.token_strings
+    if d is None:
+        return {v.state: None, v.text: "", v.rounds: views.rounds((), strings), v.stats: "",
+                v.message: _message(note)}
+    gamma = s.gamma if s is not None else 0
+    expected = speculative.expected_tokens_per_pass(d.stats.alpha, gamma) if gamma else 0.0
+    name = tab.draft(s).name if s is not None else ""
+    prompt_text = tab.lm.decode(d.prompt_ids)
+    return {v.state: d, v.text: views.continuation(prompt_text, strings, d.out, d.how),
+            v.rounds: views.rounds(d.rounds, strings),
+            v.stats: views.stats(d.stats, gamma, expected, name), v.message: _message(note)}
+
+
+def _message(text: str) -> str:
+    return f'<div class="msg error" role="alert">{views.esc(text)}</div>' if text else ""
+
+
+def on_round(tab: Tab, v: Views, d, prompt, *settings) -> dict:
+    """Draft and verify: one round on top of the session (a new one if the prompt changed)."""
+    try:
+        s = Settings.read(tab.choices, *settings, tab.lm.num_layers)
+        fresh = tab.start(prompt, s.seed)
+        if d is None or d.prompt_ids != fresh.prompt_ids or d.seed != s.seed:
+            d = fresh
+        if d.ended:
+            return render(tab, v, d, s, "The continuation ended (end-of-sequence): press Reset.")
+        return render(tab, v, tab.advance(d, s, MAX_TOKENS), s)
+    except ValueError as e:
+        return {v.message: _message(str(e))}
+
+
+def on_run(tab: Tab, v: Views, prompt, tokens, *settings) -> dict:
+    """Run: a fresh continuation of `tokens` tokens in rounds, then the same continuation decoded by
+    the target alone, one token per pass, for the measured speedup."""
+    try:
+        s = Settings.read(tab.choices, *settings, tab.lm.num_layers)
+        n = int(tokens) if isinstance(tokens, (int, float)) and 1 <= tokens <= MAX_RUN_TOKENS else None
+        if n is None:
+            raise ValueError(f"Tokens must be from 1 to {MAX_RUN_TOKENS}, got {tokens!r}.")
+        d = tab.start(prompt, s.seed)
+        while len(d.out) < n and not d.ended:
+            d = tab.advance(d, s, n)
+        plain = tab.lm.plain_decode_seconds(d.prompt_ids, d.out)
+        d = replace(d, stats=replace(d.stats, plain_seconds=plain))
+        return render(tab, v, d, s)
+    except ValueError as e:
+        return {v.message: _message(str(e))}
+
+
+def layout(tab: Tab) -> tuple[Controls, Views]:
+    n_layers = tab.lm.num_layers
+    with gr.Row(equal_height=True):
+        prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_length=continuation.MAX_PROMPT_CHARS,
+                            scale=4, elem_id="spec-prompt")
+        with gr.Column(scale=2, min_width=320):
+            draft = gr.Dropdown(tab.choices, value=EARLY_EXIT, label="Draft")
+            layers = gr.Slider(1, n_layers - 1, value=min(24, n_layers - 1), step=1,
+                               label=f"Early-exit layers L (of {n_layers})")
+    with gr.Row(equal_height=True):
+        gamma = gr.Slider(1, speculative.MAX_GAMMA, value=4, step=1, label="γ (drafted tokens per round)")
+        temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="Temperature")
+        top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k")
+        top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p")
+        seed = gr.Number(0, precision=0, minimum=0, maximum=2**31 - 1, label="Seed", min_width=100)
+    with gr.Row(equal_height=True):
+        round_btn = gr.Button("Draft and verify", variant="primary", elem_id="spec-round-btn")
+        tokens = gr.Slider(1, MAX_RUN_TOKENS, value=32, step=1, label="Tokens to run", scale=2)
+        run_btn = gr.Button("Run", elem_id="spec-run-btn")
+        reset_btn = gr.Button("Reset", elem_id="spec-reset-btn")
+    html = dict(js_on_load=None, css_template=views.CSS)
+    message = gr.HTML("", elem_id="spec-message", js_on_load=None)
+    text = gr.HTML("", elem_id="spec-text", **html)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            rounds = gr.HTML(views.rounds((), tab.lm.token_strings), elem_id="spec-rounds", **html)
+        with gr.Column(scale=2):
+            stats = gr.HTML("", elem_id="spec-stats", **html)
+    state = gr.State(None, time_to_live=SESSION_TTL_S)
+    controls = Controls(prompt, draft, layers, gamma, temperature, top_k, top_p, seed, tokens,
+                        round_btn, run_btn, reset_btn)
+    return controls, Views(state, text, rounds, stats, message)
+
+
+def build(lm, draft_lm=None) -> None:
+    """The tab's layout and listeners, inside an open gr.Tab."""
+    tab = Tab(lm, draft_lm)
+    c, v = layout(tab)
+    outs = [v.state, v.text, v.rounds, v.stats, v.message]
+    model_event = dict(concurrency_id="model", show_progress="minimal")
+    c.round_btn.click(lambda d, p, *s: on_round(tab, v, d, p, *s), [v.state, c.prompt, *c.settings()], outs,
+                      api_name="spec_round", **model_event)
+    c.run_btn.click(lambda p, n, *s: on_run(tab, v, p, n, *s), [c.prompt, c.tokens, *c.settings()], outs,
+                    api_name="spec_run", **model_event)
+    c.reset_btn.click(lambda: render(tab, v, None, None), None, outs, api_name="spec_reset")
