@@ -234,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from agent.constraints import tokenizer_info
+
+    tokenizer_info(lm)  # llguidance's token table (≈2 s of Python) now, not in the first visitor's grammar
     demo = build_demo(lm)
     configure_queue(demo)
     demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs())
