@@ -9,12 +9,9 @@ What it knows: three ways to answer one model call —
   LocalBackend     the bundled model (agent.model): the prompt rendered through its chat
                    template, then token by token by agent.generation (agent.sampling, optionally
                    masked by a grammar from agent.constraints), streamed through on_token; it
-                   stops at EOS / <|im_end|>, a stop sequence, max_new_tokens or a time limit.
+                   stops at EOS / <|im_end|>, a stop sequence (agent.stops), max_new_tokens or a time limit.
                    With settings.constrained, the native format's whole assistant turn follows
-                   `turn_grammar`: the first model call of a task must be a tool call (OpenAI's
-                   tool_choice "required"), later calls a tool call or free text ("auto"); either
-                   way every call parses and matches a tool's schema, and the loop still decides
-                   "no tool call → final answer" (line 5).
+                   agent.turn_grammar (a tool call first, later a call or the answer).
   OpenAIBackend    an OpenAI-compatible server (Ollama, vLLM, llama.cpp's server): POST
                    {base_url}/v1/chat/completions with messages + native `tools`, stdlib urllib
                    only; the server's token usage is kept. A refused connection, a timeout, an
@@ -36,14 +33,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Protocol
 
+from agent import stops
 from agent.budget import Usage
 from agent.messages import AssistantMessage, Origin, ToolCall, ToolResultMessage, UserMessage
 from agent.template import Fmt, Prompt, render_prompt, stop_sequences, wire_messages
-from agent.tools import Tool
+from agent.turn_grammar import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, turn_grammar
 
 OnToken = Callable[[str], None]
 END_OF_TURN = "<|im_end|>"
-TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 
 class BackendError(Exception):
@@ -208,39 +205,6 @@ def observed(prompt: Prompt) -> bool:
     return False
 
 
-# The whole assistant turn of the native format, as one Lark grammar: an optional one-line thought
-# (the lecture's t_k; no "<" in it, so no half-written tag), then the action a_k: a call whose JSON
-# matches one tool's schema — or, once a tool result is in, free text: the final answer. The text
-# may not contain "<tool_call" (every call is a whole, valid one) nor start with "Thought" (a
-# thought is followed by a call or by "Answer:", so that parse_reply can tell the two apart).
-_TURN_RULES = {
-    True: 'start: thought? call',  # the first call of a task: an action is required
-    False: 'start: thought? (call | "Answer:" TEXT) | TEXT',  # later: an action or the answer
-}
-_TURN_LEXEMES = (
-    'thought: "Thought:" THOUGHT "\\n"',
-    'THOUGHT: / [^\\n<]+/',
-    'TEXT: /(.|\\n)+/ & ~/(.|\\n)*<tool_call(.|\\n)*/ & ~/\\s*Thought(.|\\n)*/',
-)
-
-
-def turn_grammar(tools: Sequence[Tool], call_required: bool):
-    """The grammar of one native assistant turn (agent.constraints.Grammar, kind "lark").
-
-    call_required=True — the first model call of a task: "Thought: …" (optional) and a tool call.
-    Without it a small model answers from its parametric memory (SmolLM2-135M: "22°C, sunny").
-    call_required=False — after a tool result: a tool call, or free text that the loop returns
-    as the final answer (line 5: no tool calls → return response.text). The call is left open
-    (`<tool_call>{…}`); LocalBackend writes the closing tag.
-    """
-    from agent.constraints import JSON_FORMAT, Grammar, tool_call_schema
-
-    schema = json.dumps({"x-guidance": JSON_FORMAT, **tool_call_schema([t.schema() for t in tools])})
-    lines = (_TURN_RULES[call_required], f'call: "{TOOL_CALL_OPEN}" %json {schema}', *_TURN_LEXEMES)
-    name = "tool call" if call_required else "tool call or answer"
-    return Grammar("lark", "\n".join(lines) + "\n", name)
-
-
 def _open_call(text: str) -> bool:
     return text.rfind(TOOL_CALL_OPEN) > text.rfind(TOOL_CALL_CLOSE)
 
@@ -260,15 +224,9 @@ class _Stream:
 
     def update(self, decoded: str) -> bool:
         """Take the whole decoded reply so far; True when it reached a stop sequence."""
-        cuts = [decoded.find(s) for s in self.stops if s in decoded]
-        self.text = decoded[:min(cuts)] if cuts else decoded
-        safe = len(self.text) if cuts else len(self.text) - self._held_back(self.text)
-        self._emit(safe)
-        return bool(cuts)
-
-    def _held_back(self, text: str) -> int:
-        hold = max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
-        return max(hold, len(text) - len(text.rstrip("\ufffd")))
+        self.text, hit = stops.cut(decoded, self.stops)
+        self._emit(len(self.text) if hit else len(self.text) - stops.held_back(self.text, self.stops))
+        return hit
 
     def _emit(self, upto: int) -> None:
         if upto > self.sent and self.on_token:
