@@ -17,7 +17,7 @@ What it knows: three ways to answer one model call —
                    only; the server's token usage is kept. A refused connection, a timeout, an
                    HTTP error or a malformed reply raises BackendError, which the loop turns into
                    the stop reason "backend error".
-A reply with tool_calls None is text that the loop parses (agent.template.parse_reply); a reply
+A reply with tool_calls None is text that the loop parses (agent.parsing.parse_reply); a reply
 with a tuple of tool_calls came structured from an API.
 
 What it does not know: the loop, validation, or how tools run.
@@ -182,7 +182,7 @@ class LocalBackend:
         Thought / Action {json} / Final Answer format of agent.constraints, which parse_reply reads."""
         if not settings.constrained or not prompt.tools:
             return "", "", None
-        if Fmt(prompt.fmt) == Fmt.REACT:
+        if Fmt(prompt.fmt) == Fmt.REACT_TEXT:
             from agent.constraints import react_format_grammar
 
             return "", "", react_format_grammar([t.schema() for t in prompt.tools])

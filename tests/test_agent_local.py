@@ -13,8 +13,9 @@ from agent.backends import LocalBackend, Settings, observed
 from agent.constraints import Constraint, ConstraintViolation, compile_grammar
 from agent.loop import StopReason, new_state, run
 from agent.messages import AssistantMessage, Origin, ToolCall, ToolResultMessage, UserMessage, pairing_violations
+from agent.parsing import parse_reply
 from agent.recording import load_run, shipped_runs, tools_of
-from agent.template import Fmt, Prompt, parse_reply
+from agent.template import Fmt, Prompt
 from agent.tools import TOOLS, WEATHER_TOOL
 from agent.turn_grammar import turn_grammar
 
