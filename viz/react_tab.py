@@ -103,7 +103,7 @@ class Parts:
 # --- layout --------------------------------------------------------------------------------------
 
 def _run_controls(d: dict, c: Choices) -> None:
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=True, elem_id="react-controls"):
         d["task"] = gr.Dropdown(list(TASKS), value=c.task, label="Task", scale=4)
         d["task_text"] = gr.Textbox(label="Your task", max_length=run.MAX_TASK_CHARS, scale=3,
                                     visible=False)
@@ -119,13 +119,14 @@ def _run_controls(d: dict, c: Choices) -> None:
 
 
 def _buttons(d: dict) -> None:
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=True, elem_id="react-buttons"):
         d["next_btn"] = gr.Button("Next", variant="primary", elem_id="react-next", min_width=100)
         d["run_btn"] = gr.Button("Run to end", elem_id="react-run", min_width=150)
         d["back_btn"] = gr.Button("Back", elem_id="react-back", min_width=100)
         d["reset_btn"] = gr.Button("Reset", elem_id="react-reset", min_width=100)
         d["fork_btn"] = gr.Button("Fork from here", elem_id="react-fork", min_width=190)
         d["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="react-stop-run", min_width=90)
+    with gr.Row(equal_height=True, elem_id="react-scrub-row"):
         d["scrub"] = gr.Slider(0, 1, value=0, step=1, label="Recorded state 0 of 0", scale=4,
                                min_width=300, elem_id="react-scrub", buttons=[])
         d["show_tokens"] = gr.Checkbox(False, label="Token boundaries", min_width=150)
@@ -136,7 +137,7 @@ def _buttons(d: dict) -> None:
 
 def _tour(d: dict) -> None:
     with gr.Accordion("Guided tour: CoT vs ReAct → a tool call → a validation error → the budget",
-                      open=False):
+                      open=False, elem_id="react-tour-box"):
         with gr.Row(equal_height=False):
             d["tour_md"] = gr.Markdown("Press **Next stop** to begin.", elem_id="react-tour")
             with gr.Column(scale=0, min_width=220):
@@ -148,7 +149,7 @@ def _tour(d: dict) -> None:
 def _views(d: dict, html: tuple[str, ...]) -> None:
     pseudo, history, template, budget, _growth, stop = html
     d["msg"] = gr.HTML("", elem_id="react-message", js_on_load=None)
-    with gr.Row(equal_height=False):
+    with gr.Row(equal_height=False, elem_id="react-views"):
         with gr.Column(scale=11, min_width=560):
             d["pseudo"] = gr.HTML(pseudo, elem_id="react-pseudocode", js_on_load=KEYS_JS)
             d["budget_html"] = gr.HTML(budget, elem_id="react-budget", js_on_load=None)

@@ -264,6 +264,14 @@ body { font-size: var(--body-text-size); }
 .rg-key { margin-left: 0.6em; }
 .rg-key.k-bar { color: #2563eb; }
 .rg-key.k-line { color: #d97706; }
+/* Lecture mode on a short projector (1280×720): Next, then the pseudo-code, the history and the
+   stop reason on the first screen; the task controls, the scrub slider and the tour below them. */
+@media (max-height: 820px) {
+  body:not(.rl-desk) #react-buttons { order: -3; }
+  body:not(.rl-desk) #react-message { order: -2; }
+  body:not(.rl-desk) #react-views { order: -1; }
+  body:not(.rl-desk) #react-buttons button { min-height: 0; padding-top: 0.3em; padding-bottom: 0.3em; }
+}
 /* end ReAct tab */
 """
 
