@@ -267,10 +267,10 @@ body { font-size: var(--body-text-size); }
 /* Lecture mode on a short projector (1280×720): Next, then the pseudo-code, the history and the
    stop reason on the first screen; the task controls, the scrub slider and the tour below them. */
 @media (max-height: 820px) {
-  body:not(.rl-desk) #react-buttons { order: -3; }
-  body:not(.rl-desk) #react-message { order: -2; }
-  body:not(.rl-desk) #react-views { order: -1; }
-  body:not(.rl-desk) #react-buttons button { min-height: 0; padding-top: 0.3em; padding-bottom: 0.3em; }
+  #react-buttons:not(.rl-desk *) { order: -3; }
+  #react-message:not(.rl-desk *) { order: -2; }
+  #react-views:not(.rl-desk *) { order: -1; }
+  #react-buttons:not(.rl-desk *) button { min-height: 0; padding: 0.25em 0.4em; white-space: nowrap; }
 }
 /* end ReAct tab */
 """
