@@ -3,14 +3,22 @@ and how an agent loop runs tools (ReAct loop tab).
 
     python app.py                      # the bundled SmolLM2-135M-Instruct, http://127.0.0.1:7860
     python app.py --model PATH|HUB_ID  # any causal LM: a .gguf file, a local folder or a hub id
+    python app.py --remote ollama=http://127.0.0.1:11434/v1   # OpenAI-compatible servers offered
+
+Where the server may connect (agent.remote, docs/DEPLOY.md): only to the servers listed with
+--remote; a visitor may type a free server URL only in local mode (bound to loopback, SPACE_ID
+unset; loopback and private targets allowed) or with --allow-any-remote (public addresses only).
 
 Wiring only: the logic lives in agent/, what a person sees in viz/.
 """
 
 
 import argparse
+import ipaddress
 import os
 import sys
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read by gradio when a Blocks is made
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -77,12 +85,91 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="float32",
         help="weights in float32 (exact) or bfloat16 (faster decode, tiny drift; default float32)",
     )
+    parser.add_argument(
+        "--remote",
+        default=os.environ.get("REACT_LAB_REMOTE", ""),
+        help="OpenAI-compatible servers the ReAct tab may use, comma-separated, each URL or "
+        "label=URL (default: $REACT_LAB_REMOTE); their addresses are trusted, loopback included",
+    )
+    parser.add_argument(
+        "--allow-any-remote",
+        action="store_true",
+        default=os.environ.get("REACT_LAB_ALLOW_ANY_REMOTE", "").lower() in ("1", "true", "yes"),
+        help="let visitors type any server URL even on a Space or a public address (public "
+        "addresses only; default: $REACT_LAB_ALLOW_ANY_REMOTE, else off)",
+    )
     return parser.parse_args(argv)
+
+
+def is_local_mode(host: str, env=os.environ) -> bool:
+    """Local mode: bound to a loopback address and not on a Space (SPACE_ID unset).
+
+    >>> is_local_mode("127.0.0.1", {}), is_local_mode("0.0.0.0", {}), is_local_mode("localhost", {"SPACE_ID": "u/s"})
+    (True, False, False)
+    """
+    if env.get("SPACE_ID"):
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def configure_remote(args: argparse.Namespace, env=os.environ) -> None:
+    """Tell agent.remote where the server may connect: the listed servers; a free URL in local mode
+    (loopback and private targets included) or with --allow-any-remote (public addresses only)."""
+    from agent import remote
+
+    local = is_local_mode(args.host, env)
+    remote.configure([s for s in args.remote.split(",") if s.strip()], local or args.allow_any_remote,
+                     free_url_private=local)
+
+
+def security_headers(on_space: bool = bool(os.environ.get("SPACE_ID"))) -> dict[str, str]:
+    """The headers every response carries. Gradio's page needs inline scripts and styles and
+    evaluates the app's own js (theme.JS, js_on_load); a Space embeds the app in huggingface.co's
+    page, so there frame-ancestors names it and X-Frame-Options (which cannot) is left out."""
+    ancestors = "'self' https://huggingface.co" if on_space else "'self'"
+    csp = "; ".join((
+        "default-src 'self'", "script-src 'self' 'unsafe-inline' 'unsafe-eval' blob:",
+        "style-src 'self' 'unsafe-inline'", "img-src 'self' data: blob:", "font-src 'self' data:",
+        "media-src 'self' data: blob:", "connect-src 'self'", "worker-src 'self' blob:",
+        "object-src 'none'", "base-uri 'self'", "form-action 'self'", f"frame-ancestors {ancestors}"))
+    headers = {"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff",
+               "Referrer-Policy": "strict-origin-when-cross-origin"}
+    if not on_space:
+        headers["X-Frame-Options"] = "SAMEORIGIN"
+    return headers
+
+
+class SecurityHeaders:
+    """ASGI middleware adding security_headers() to every HTTP response (streams untouched)."""
+
+    def __init__(self, app, headers: dict[str, str] | None = None):
+        self.app = app
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in (headers or security_headers()).items()]
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        names = {k for k, _ in self.headers}
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                message = {**message, "headers": kept + self.headers}
+            await send(message)
+
+        return await self.app(scope, receive, send_with_headers)
 
 
 def launch_kwargs() -> dict:
     """Settings for a public server: no share link, no monitoring or run history, files limited to
     assets/, uploads capped. The queue is bounded in main() (QUEUE_SIZE)."""
+    from starlette.middleware import Middleware
+
     from viz import theme
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -96,11 +183,19 @@ def launch_kwargs() -> dict:
         run_history=False,
         allowed_paths=[os.path.join(here, "assets")],
         max_file_size="2mb",
+        app_kwargs={"middleware": [Middleware(SecurityHeaders)]},
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from agent.remote import RemoteRefused
+
+    try:
+        configure_remote(args)
+    except RemoteRefused as exc:  # a --remote entry that is no http(s) URL
+        print(f"error: --remote: {exc}", file=sys.stderr)
+        return 2
     from agent.model import ModelLoadError, load_model
 
     try:

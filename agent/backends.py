@@ -2,7 +2,7 @@
 
     complete(prompt, settings, on_token=None) -> BackendReply(text, tool_calls, usage, …)
 
-What it knows: three ways to answer one model call —
+What it knows: ways to answer one model call —
   ScriptedBackend  replays recorded replies (assets/runs/*.json, see agent.recording), so a
                    lecture demo is identical every time. Reply i answers the call that already
                    holds i assistant turns, so stepping back and forth replays the same reply.
@@ -12,11 +12,9 @@ What it knows: three ways to answer one model call —
                    stops at EOS / <|im_end|>, a stop sequence (agent.stops), max_new_tokens or a time limit.
                    With settings.constrained, the native format's whole assistant turn follows
                    agent.turn_grammar (a tool call first, later a call or the answer).
-  OpenAIBackend    an OpenAI-compatible server (Ollama, vLLM, llama.cpp's server): POST
-                   {base_url}/v1/chat/completions with messages + native `tools`, stdlib urllib
-                   only; the server's token usage is kept. A refused connection, a timeout, an
-                   HTTP error or a malformed reply raises BackendError, which the loop turns into
-                   the stop reason "backend error".
+  (the third, an OpenAI-compatible server behind the outgoing-request guard, is agent.remote.)
+A BackendError (unreachable, timed out, malformed reply) becomes the loop's stop reason
+"backend error".
 A reply with tool_calls None is text that the loop parses (agent.parsing.parse_reply); a reply
 with a tuple of tool_calls came structured from an API.
 
@@ -25,10 +23,6 @@ What it does not know: the loop, validation, or how tools run.
 
 from __future__ import annotations
 
-import json
-import socket
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Protocol
@@ -36,7 +30,7 @@ from typing import Protocol
 from agent import stops
 from agent.budget import Usage
 from agent.messages import AssistantMessage, Origin, ToolCall, ToolResultMessage, UserMessage
-from agent.template import Fmt, Prompt, render_prompt, stop_sequences, wire_messages
+from agent.template import Fmt, Prompt, render_prompt, stop_sequences
 from agent.turn_grammar import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, turn_grammar
 
 OnToken = Callable[[str], None]
@@ -236,81 +230,3 @@ class _Stream:
     def finish(self) -> str:
         self._emit(len(self.text))
         return self.prefix + self.text
-
-
-# --- an OpenAI-compatible server -----------------------------------------------------------------
-
-class OpenAIBackend:
-    """POST /v1/chat/completions on an OpenAI-compatible server; stdlib only."""
-
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 context_window: int | None = None, tokenizer=None):
-        base = base_url.rstrip("/")
-        self.url = (base if base.endswith("/v1") else base + "/v1") + "/chat/completions"
-        self.model, self.api_key = model, api_key
-        self.context_window, self.tokenizer = context_window, tokenizer
-        self.name = f"{model} @ {base}"
-
-    def request_body(self, prompt: Prompt, settings: Settings) -> dict:
-        messages, tools = wire_messages(prompt)
-        body: dict = {"model": self.model, "messages": messages, "temperature": settings.temperature,
-                      "top_p": settings.top_p, "max_tokens": settings.max_new_tokens,
-                      "seed": settings.seed, "stream": False}
-        if tools:
-            body["tools"] = tools
-        if stop_sequences(prompt.fmt):
-            body["stop"] = list(stop_sequences(prompt.fmt))
-        return body
-
-    def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
-        raw = self._post(self.request_body(prompt, settings), settings.timeout_s)
-        reply = parse_chat_completion(raw, self.url)
-        _stream_words(reply.text, on_token)
-        return reply
-
-    def _post(self, body: dict, timeout_s: float) -> bytes:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return response.read()
-        except urllib.error.HTTPError as e:
-            detail = e.read()[:300].decode("utf-8", "replace")
-            raise BackendError(f"{self.url} answered HTTP {e.code} {e.reason}: {detail}") from None
-        except TimeoutError:
-            raise BackendError(f"no reply from {self.url} within {timeout_s:g} s (timed out)") from None
-        except urllib.error.URLError as e:
-            if isinstance(e.reason, (TimeoutError, socket.timeout)):
-                raise BackendError(f"no reply from {self.url} within {timeout_s:g} s (timed out)") from None
-            raise BackendError(f"cannot reach {self.url}: {e.reason}") from None
-        except OSError as e:  # e.g. the connection was reset mid-reply
-            raise BackendError(f"connection to {self.url} failed: {e}") from None
-
-
-def parse_chat_completion(raw: bytes, url: str = "the server") -> BackendReply:
-    """An OpenAI chat.completion body → BackendReply; anything malformed raises BackendError."""
-    try:
-        data = json.loads(raw)
-        choice = data["choices"][0]
-        message = choice["message"]
-        calls = tuple(_wire_call(c) for c in message.get("tool_calls") or ())
-        usage = data.get("usage") or {}
-        tokens = Usage(int(usage["prompt_tokens"]), int(usage.get("completion_tokens", 0)), "server") \
-            if "prompt_tokens" in usage else None
-        content = message.get("content") or ""
-        if not isinstance(content, str):
-            raise TypeError(f"content is {type(content).__name__}, not a string")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
-        raise BackendError(f"malformed reply from {url}: {e.__class__.__name__}: {e}; "
-                           f"body starts {raw[:120]!r}") from None
-    return BackendReply(content, calls or None, thought=message.get("reasoning_content") or "",
-                        usage=tokens, finish_reason=str(choice.get("finish_reason") or "stop"))
-
-
-def _wire_call(c: dict) -> ToolCall:
-    fn = c["function"]
-    args = fn.get("arguments", "{}")
-    # Ollama may send arguments as an object; the runtime keeps the JSON string
-    return ToolCall(str(c.get("id", "")), str(fn["name"]), args if isinstance(args, str) else json.dumps(args))

@@ -37,9 +37,11 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def app_url(lm):
-    """The real app, launched in this process on a free loopback port."""
+    """The real app, launched in this process on a free loopback port, configured as `make run`
+    (local mode: no listed servers, the free server URL field allowed)."""
     import app
 
+    app.configure_remote(app.parse_args(["--host", "127.0.0.1", "--remote", ""]), env={})
     demo = app.build_demo(lm)
     demo.queue(max_size=app.QUEUE_SIZE, default_concurrency_limit=4)
     port = free_port()

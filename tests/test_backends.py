@@ -1,12 +1,8 @@
-"""Backends: scripted replay of recorded runs, an OpenAI-compatible server (a stub speaking the real
-wire format on 127.0.0.1), and the bundled model (marked `model`)."""
+"""Backends: scripted replay of recorded runs and the bundled model (marked `model`). The
+OpenAI-compatible server's backend and its guard are tests/test_remote.py's."""
 
 import dataclasses
 import json
-import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,13 +10,10 @@ from agent.backends import (
     BackendError,
     BackendReply,
     LocalBackend,
-    OpenAIBackend,
     ScriptedBackend,
     Settings,
     _Stream,
-    parse_chat_completion,
 )
-from agent.budget import Usage
 from agent.loop import StopReason, build_prompt, new_state, run, step
 from agent.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage, pairing_violations
 from agent.parsing import parse_reply
@@ -89,133 +82,6 @@ def test_scripted_backend_streams_the_reply_and_reports_an_exhausted_script():
     assert "".join(pieces) == "It's 12°C and rainy." and len(pieces) == 4
     with pytest.raises(BackendError, match="the script has no reply #2: it holds 1"):
         backend.complete(Prompt((UserMessage("q"), AssistantMessage("x"))), Settings())
-
-
-# --- an OpenAI-compatible server: a stub on 127.0.0.1 --------------------------------------------
-
-def _completion(message: dict, usage=(57, 12), finish="stop") -> bytes:
-    return json.dumps({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "stub",
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
-    }).encode()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.requests.append((self.path, json.loads(body)))
-        status, payload, delay = self.server.script.pop(0)
-        time.sleep(delay)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def stub():
-    """Start a stub server answering with a script of (status, body, delay); yields its base URL."""
-    servers = []
-
-    def start(*script):
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        server.script, server.requests = list(script), []
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-BERLIN_CALL = {"content": None, "tool_calls": [{"id": "call_abc", "type": "function", "function": {
-    "name": "get_weather", "arguments": '{"city": "Berlin"}'}}]}
-
-
-def _http_run(url, settings=None, fmt="native", tools=(WEATHER_TOOL,)):
-    state = new_state("What's the weather in Berlin?", "act", fmt, settings or Settings())
-    return run(state, OpenAIBackend(url, "stub-model"), tools)[-1]
-
-
-def test_http_tool_call_round_trip_in_the_openai_wire_format(stub):
-    server, url = stub((200, _completion(BERLIN_CALL, (57, 12), "tool_calls"), 0),
-                       (200, _completion({"content": "It's 12°C and rainy in Berlin."}, (81, 9)), 0))
-    final = _http_run(url)
-    assert final.final_answer == "It's 12°C and rainy in Berlin."
-    assert final.usage == (Usage(57, 12, "server"), Usage(81, 9, "server"))
-    (path1, first), (path2, second) = server.requests
-    assert path1 == path2 == "/v1/chat/completions"
-    assert first["model"] == "stub-model" and first["tools"] == [WEATHER_TOOL.schema()]
-    assert [m["role"] for m in first["messages"]] == ["system", "user"]
-    assert second["messages"][2:] == [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
-            "name": "get_weather", "arguments": '{"city": "Berlin"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "12°C, rainy"}]
-
-
-def test_http_react_format_sends_text_stop_sequence_and_no_tools(stub):
-    server, url = stub((200, _completion({"content": "Thought: known.\nAction: finish[rainy]"}), 0))
-    final = _http_run(url, fmt="react", tools=TOOLS)
-    body = server.requests[0][1]
-    assert "tools" not in body and body["stop"] == ["\nObservation:"]
-    assert (final.stop_reason, final.final_answer) == (StopReason.FINISH, "rainy")
-
-
-def test_http_refused_connection_is_a_backend_error():
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    final = _http_run(f"http://127.0.0.1:{port}/v1")
-    assert final.stop_reason == StopReason.BACKEND_ERROR
-    assert final.final_answer.startswith(f"stopped: backend error: cannot reach http://127.0.0.1:{port}/v1/chat")
-    assert "refused" in final.final_answer.lower()
-
-
-def test_http_timeout_is_a_backend_error(stub):
-    _, url = stub((200, _completion({"content": "late"}), 1.0))
-    start = time.perf_counter()
-    final = _http_run(url, Settings(timeout_s=0.2))
-    assert time.perf_counter() - start < 0.9
-    assert final.stop_reason == StopReason.BACKEND_ERROR and "within 0.2 s (timed out)" in final.final_answer
-
-
-@pytest.mark.parametrize("status", [404, 500])
-def test_http_error_status_is_a_backend_error(stub, status):
-    _, url = stub((status, b'{"error": "model not loaded"}', 0))
-    final = _http_run(url)
-    assert final.stop_reason == StopReason.BACKEND_ERROR
-    assert f"answered HTTP {status}" in final.final_answer and "model not loaded" in final.final_answer
-
-
-@pytest.mark.parametrize("body, detail", [
-    (b"<html>not json</html>", "JSONDecodeError"),
-    (b'{"choices": []}', "IndexError"),
-    (b'{"choices": [{"message": {"content": 42}}]}', "content is int"),
-    (b'{"choices": [{"message": {"tool_calls": [{"function": {}}]}}]}', "KeyError"),
-])
-def test_http_malformed_reply_is_a_backend_error(stub, body, detail):
-    _, url = stub((200, body, 0))
-    final = _http_run(url)
-    assert final.stop_reason == StopReason.BACKEND_ERROR
-    assert "malformed reply from" in final.final_answer and detail in final.final_answer
-
-
-def test_ollama_style_object_arguments_become_a_json_string():
-    raw = _completion({"content": "", "tool_calls": [{"function": {"name": "get_weather",
-                                                                    "arguments": {"city": "Berlin"}}}]})
-    assert parse_chat_completion(raw).tool_calls[0].arguments == '{"city": "Berlin"}'
-
-
-def test_base_url_with_or_without_v1():
-    assert OpenAIBackend("http://h:11434", "m").url == OpenAIBackend("http://h:11434/v1/", "m").url \
-        == "http://h:11434/v1/chat/completions"
 
 
 # --- the bundled model ---------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlparse
 
-from agent import loop
-from agent.backends import BackendReply, LocalBackend, OpenAIBackend, ScriptedBackend, Settings
+from agent import loop, remote
+from agent.backends import BackendReply, LocalBackend, ScriptedBackend, Settings
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
 from agent.messages import SystemMessage
 from agent.parameters import number
@@ -264,7 +264,7 @@ def make_backend(spec: BackendSpec, lm):
         return ScriptedBackend(spec.replies, lm.tokenizer, lm.context_window)
     if spec.kind == LOCAL:
         return LocalBackend(lm)
-    return OpenAIBackend(spec.url, spec.model)
+    return remote.backend_for(spec.url, spec.model)
 
 
 def streamed(call: Callable[[Callable[[str], None]], State]) -> Iterator[tuple[State | None, str]]:

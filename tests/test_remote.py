@@ -1,0 +1,598 @@
+"""The one way out: agent.remote's guard and its OpenAI-compatible backend.
+
+Against servers this file starts on 127.0.0.1: stubs speaking the wire format (streamed and not,
+malformed, oversized, dripping, redirecting), a real `transformers serve` with the bundled model
+(marked `model`), and the real app started as on a Space, driven through its own API with
+gradio_client (marked `model` and `browser`, like tests/test_hostile.py). Every hostile case is
+refused before a request leaves, or bounded in bytes and time; no message holds the reply's body.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from agent import remote
+from agent.backends import ScriptedBackend, Settings
+from agent.budget import Usage
+from agent.loop import StopReason, build_prompt, new_state, run, step
+from agent.remote import OpenAIBackend, RemoteRefused, parse_chat_completion
+from agent.tools import TOOLS, WEATHER_TOOL
+from tests.conftest import free_port
+
+SECRET = "SECRET-7f3a"  # in every hostile body: it must never reach a message
+
+
+@pytest.fixture(autouse=True)
+def fresh_config():
+    """Each test configures agent.remote itself; the app's configuration comes back after."""
+    saved = dict(remote._config)
+    yield
+    remote._config.update(saved)
+
+
+# --- servers on loopback ---------------------------------------------------------------------------
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self._serve()
+
+    def do_POST(self):  # noqa: N802
+        self._serve()
+
+    def _serve(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        self.server.requests.append((self.command, self.path, json.loads(body) if body else None))
+        behave = self.server.script.pop(0) if len(self.server.script) > 1 else self.server.script[0]
+        try:
+            behave(self)
+        except (BrokenPipeError, ConnectionResetError):
+            self.server.hangups.append(time.monotonic())
+
+    def log_message(self, *args):
+        pass
+
+
+def answer(status: int, body: bytes, delay: float = 0.0, ctype="application/json", headers=()):
+    def behave(h):
+        time.sleep(delay)
+        h.send_response(status)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(body)
+    return behave
+
+
+def events(*chunks: dict | str):
+    """A server-sent event stream of these chunks (a str is sent as it is, e.g. "[DONE]")."""
+    lines = b"".join(f"data: {c if isinstance(c, str) else json.dumps(c)}\n\n".encode() for c in chunks)
+    return answer(200, lines, ctype="text/event-stream")
+
+
+def endless(piece: bytes, every_s: float, limit_s: float = 30.0, ctype="text/event-stream"):
+    """Headers, then `piece` every `every_s` seconds until the client hangs up (or limit_s)."""
+    def behave(h):
+        h.send_response(200)
+        h.send_header("Content-Type", ctype)
+        h.end_headers()
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end:
+            h.wfile.write(piece)
+            h.wfile.flush()
+            _wait_or_hangup(h, every_s)
+    return behave
+
+
+def slow_status_line(every_s: float):
+    def behave(h):
+        for byte in b"HTTP/1.1 200 OK\r\n":
+            h.wfile.write(bytes([byte]))
+            h.wfile.flush()
+            _wait_or_hangup(h, every_s)
+    return behave
+
+
+def _wait_or_hangup(h, seconds: float) -> None:
+    """Sleep, but notice at once when the client closes its end (a read returns EOF)."""
+    if select.select([h.connection], [], [], seconds)[0] and not h.connection.recv(1, socket.MSG_PEEK):
+        raise BrokenPipeError("the client hung up")
+
+
+@pytest.fixture
+def stub():
+    """start(*behaviours) → (server, base URL); behaviour i answers request i, the last repeats."""
+    servers = []
+
+    def start(*script):
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        server.daemon_threads = True
+        server.script, server.requests, server.hangups = list(script), [], []
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _completion(message: dict, usage=(57, 12), finish="stop") -> bytes:
+    return json.dumps({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "stub-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+    }).encode()
+
+
+def _berlin_prompt(fmt="native", tools=(WEATHER_TOOL,)):
+    after_user = step(new_state("What's the weather in Berlin?", "act", fmt), ScriptedBackend(()), tools)
+    return build_prompt(after_user, tools)
+
+
+def _listed(url: str) -> OpenAIBackend:
+    """The backend of a server the operator listed (its loopback address is then allowed)."""
+    remote.configure([f"lab={url}"], free_url=False)
+    return remote.backend_for("lab", "stub-model")
+
+
+def _http_run(url, settings=None, fmt="native", tools=(WEATHER_TOOL,)):
+    state = new_state("What's the weather in Berlin?", "act", fmt, settings or Settings())
+    return run(state, _listed(url), tools)[-1]
+
+
+# --- the hostile table: refused before any request leaves ------------------------------------------
+
+def _loopback_names() -> list[str]:
+    """Names other than "localhost" that this machine resolves to loopback (/etc/hosts)."""
+    names = []
+    for line in Path("/etc/hosts").read_text().splitlines():
+        parts = line.split("#")[0].split()
+        if parts and parts[0].startswith("127."):
+            names += [n for n in parts[1:] if n != "localhost"]
+    return names[:1]
+
+
+LOOPBACK = ["127.0.0.1", "127.1", "localhost", "[::1]", "0.0.0.0", "2130706433", "0x7f.0.0.1",
+            "0177.0.0.1", "[::ffff:127.0.0.1]", "127.0.0.1.", *_loopback_names()]
+
+
+@pytest.mark.parametrize("free_url", [True, False], ids=["opt-in: public only", "listed servers only"])
+@pytest.mark.parametrize("host", LOOPBACK)
+def test_loopback_in_any_spelling_is_refused_and_the_listener_counts_zero(stub, host, free_url):
+    listener, url = stub(answer(200, _completion({"content": SECRET})))
+    remote.configure([], free_url=free_url)
+    target = f"http://{host}:{listener.server_address[1]}/v1"
+    with pytest.raises(RemoteRefused) as refused:
+        remote.backend_for(target, "m").complete(_berlin_prompt(), Settings(timeout_s=2))
+    with pytest.raises(RemoteRefused):
+        remote.list_models(target)
+    assert listener.requests == [] and SECRET not in str(refused.value)
+    why = "loopback|unspecified|IPv4-mapped|cannot resolve" if free_url else "operator listed"
+    assert re.search(why, str(refused.value))
+
+
+PRIVATE = [("10.0.0.1", "private"), ("172.16.5.4", "private"), ("192.168.1.1", "private"),
+           ("169.254.169.254", "cloud metadata"), ("[fd00:ec2::254]", "cloud metadata"),
+           ("169.254.1.1", "link-local"), ("[fe80::1]", "link-local"), ("100.64.0.1", "CGNAT"),
+           ("224.0.0.1", "multicast"), ("[ff02::1]", "multicast"), ("240.0.0.1", "reserved"),
+           ("[fc00::1]", "private"), ("[::]", "unspecified"), ("[::ffff:10.0.0.1]", "IPv4-mapped")]
+
+
+@pytest.mark.parametrize("host, kind", PRIVATE)
+def test_private_link_local_metadata_and_reserved_addresses_are_refused_without_connecting(host, kind):
+    remote.configure([], free_url=True)
+    start = time.perf_counter()
+    with pytest.raises(RemoteRefused, match=kind):
+        remote.backend_for(f"http://{host}/latest/meta-data/", "m").complete(_berlin_prompt(), Settings())
+    assert time.perf_counter() - start < 1.0  # refused by the check, no connection attempted
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/", "gopher://127.0.0.1:70/",
+                                 "javascript:alert(1)", "http://user:pw@example.com/", "http://@127.0.0.1/",
+                                 "", "http://", "http://" + "a" * 600 + ".com/", "http://[::1/"])
+def test_only_http_and_https_urls_without_userinfo_are_accepted(url):
+    remote.configure([], free_url=True)
+    with pytest.raises(RemoteRefused):
+        remote.backend_for(url, "m").complete(_berlin_prompt(), Settings())
+
+
+def test_without_the_opt_in_only_listed_servers_are_reached(stub):
+    allowed, allowed_url = stub(answer(200, _completion({"content": "hi"})))
+    other, other_url = stub(answer(200, _completion({"content": SECRET})))
+    remote.configure([f"lab={allowed_url}"], free_url=False)
+    assert [s.label for s in remote.servers()] == ["lab"] and not remote.free_url_allowed()
+    assert remote.backend_for("lab", "m").complete(_berlin_prompt(), Settings()).text == "hi"
+    with pytest.raises(RemoteRefused, match="operator listed"):
+        remote.backend_for(other_url, "m")
+    assert len(allowed.requests) == 1 and other.requests == []
+
+
+def test_local_mode_reaches_loopback_but_never_metadata(stub):
+    server, url = stub(answer(200, _completion({"content": "from a local Ollama"})))
+    remote.configure([], free_url=True, free_url_private=True)
+    assert remote.backend_for(url, "m").complete(_berlin_prompt(), Settings()).text == "from a local Ollama"
+    for refused in ("http://169.254.169.254/", "http://0.0.0.0:1/", "http://224.0.0.1/"):
+        with pytest.raises(RemoteRefused):
+            remote.backend_for(refused, "m").complete(_berlin_prompt(), Settings())
+
+
+def test_a_redirect_to_a_private_address_is_not_followed(stub):
+    private, private_url = stub(answer(200, _completion({"content": SECRET})))
+    for location in (private_url + "/v1/chat/completions", "http://10.0.0.1/", "http://169.254.169.254/"):
+        _, url = stub(answer(302, SECRET.encode(), headers=[("Location", location)]))
+        with pytest.raises(RemoteRefused, match="redirects are not followed") as refused:
+            _listed(url).complete(_berlin_prompt(), Settings())
+        assert SECRET not in str(refused.value)
+    assert private.requests == []
+
+
+# --- bounded in bytes and time ---------------------------------------------------------------------
+
+def test_an_oversized_reply_is_cut_at_a_megabyte(stub):
+    _, url = stub(answer(200, b'{"x": "' + b"a" * 20_000_000 + b'"}'))
+    start = time.perf_counter()
+    with pytest.raises(RemoteRefused, match="over 1,000,000 bytes"):
+        _listed(url).complete(_berlin_prompt(), Settings(timeout_s=10))
+    assert time.perf_counter() - start < 5
+
+
+def test_a_never_ending_stream_is_cut_at_a_megabyte_and_streams_less(stub):
+    chunk = f'data: {json.dumps({"choices": [{"delta": {"content": "x" * 1000}}]})}\n\n'.encode()
+    _, url = stub(endless(chunk, 0.0))
+    pieces = []
+    with pytest.raises(RemoteRefused, match="over 1,000,000 bytes"):
+        _listed(url).complete(_berlin_prompt(), Settings(timeout_s=20), pieces.append)
+    assert 900_000 < len("".join(pieces)) <= remote.MAX_REPLY_BYTES
+
+
+@pytest.mark.parametrize("behaviour", [endless(b"d", 5.0), endless(b": keep-alive\n", 0.5), slow_status_line(5.0)],
+                         ids=["a byte every 5 s", "comments every 0.5 s", "a status line byte every 5 s"])
+def test_a_dripping_server_ends_within_the_budget_and_its_socket_is_closed(stub, behaviour):
+    server, url = stub(behaviour)
+    start = time.perf_counter()
+    with pytest.raises(RemoteRefused, match="timed out"):
+        _listed(url).complete(_berlin_prompt(), Settings(timeout_s=2))
+    assert time.perf_counter() - start < 2.5
+    deadline = time.monotonic() + 8  # the server notices the closed socket at its next write
+    while not server.hangups and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.hangups, "the connection was left open"
+
+
+def test_a_cheap_request_stays_fast_while_a_server_drips(stub):
+    _, slow_url = stub(endless(b"d", 1.0))
+    _, fast_url = stub(answer(200, _completion({"content": "quick"})))
+    remote.configure([f"slow={slow_url}", f"fast={fast_url}"], free_url=False)
+    slow = threading.Thread(target=lambda: pytest.raises(
+        RemoteRefused, remote.backend_for("slow", "m").complete, _berlin_prompt(), Settings(timeout_s=3)))
+    slow.start()
+    time.sleep(0.3)
+    start = time.perf_counter()
+    assert remote.backend_for("fast", "m").complete(_berlin_prompt(), Settings()).text == "quick"
+    assert time.perf_counter() - start < 1.0
+    slow.join(5)
+    assert not slow.is_alive()
+
+
+# --- no reply body in any message ------------------------------------------------------------------
+
+HOSTILE_BODIES = [
+    (answer(200, f"<html>{SECRET}</html>".encode()), "JSONDecodeError"),
+    (answer(200, json.dumps({"choices": [], "note": SECRET}).encode()), "IndexError"),
+    (answer(200, json.dumps({"choices": [{"message": {"content": 42}}], "x": SECRET}).encode()), "content is int"),
+    (answer(200, json.dumps({"choices": [{"message": {"tool_calls": [{"function": {SECRET: 1}}]}}]}).encode()),
+     "KeyError"),
+    (answer(200, json.dumps({"choices": [{"message": {"content": "x"}}],
+                             "usage": {"prompt_tokens": SECRET}}).encode()), "ValueError"),
+    (events({"choices": [{"delta": {"content": "x"}}], "usage": {"prompt_tokens": SECRET}}), "ValueError"),
+    (answer(200, f"data: {{{SECRET}\n\n".encode(), ctype="text/event-stream"), "JSONDecodeError"),
+    (answer(200, f"data: [\"{SECRET}\"]\n\n".encode(), ctype="text/event-stream"), "not an object"),
+    (answer(200, f": {SECRET}\n\n".encode(), ctype="text/event-stream"), "without a single event"),
+    (answer(500, SECRET.encode()), "HTTP 500"),
+    (answer(404, json.dumps({"error": SECRET}).encode()), "HTTP 404"),
+]
+
+
+@pytest.mark.parametrize("behaviour, detail", HOSTILE_BODIES)
+def test_a_malformed_or_failed_reply_is_a_backend_error_that_never_echoes_the_body(stub, behaviour, detail):
+    _, url = stub(behaviour)
+    final = _http_run(url)
+    assert final.stop_reason == StopReason.BACKEND_ERROR
+    assert detail in final.final_answer and SECRET not in final.final_answer
+
+
+def test_refused_connection_and_timeout_are_backend_errors(stub):
+    port = free_port()
+    final = _http_run(f"http://127.0.0.1:{port}/v1")
+    assert final.stop_reason == StopReason.BACKEND_ERROR and "refused" in final.final_answer
+    _, url = stub(answer(200, _completion({"content": "late"}), delay=1.0))
+    start = time.perf_counter()
+    final = _http_run(url, Settings(timeout_s=0.2))
+    assert time.perf_counter() - start < 0.9
+    assert final.stop_reason == StopReason.BACKEND_ERROR and "within 0.2 s (timed out)" in final.final_answer
+
+
+# --- the wire format -------------------------------------------------------------------------------
+
+def _delta(d: dict, finish=None) -> dict:
+    return {"choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+
+
+def _call_delta(index, **fn):
+    extra = {"id": f"call_{index}", "type": "function"} if "name" in fn else {}
+    return _delta({"tool_calls": [{"index": index, **extra, "function": fn}]})
+
+
+def test_a_stream_is_assembled_from_its_deltas_and_only_new_text_is_passed_on(stub):
+    server, url = stub(events(
+        _delta({"role": "assistant"}), _delta({"content": "Thought: "}), _delta({"content": "two cities."}),
+        _call_delta(0, name="get_weather", arguments=""), _call_delta(1, name="get_weather"),
+        _call_delta(0, arguments='{"city": '), _call_delta(1, arguments='{"city": "Paris"}'),
+        _call_delta(0, arguments='"Berlin"}'), _delta({}, "tool_calls"),
+        {"choices": [], "usage": {"prompt_tokens": 57, "completion_tokens": 30}}, "[DONE]"))
+    pieces = []
+    reply = _listed(url).complete(_berlin_prompt(), Settings(), pieces.append)
+    assert pieces == ["Thought: ", "two cities."] and reply.text == "Thought: two cities."
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [
+        ("call_0", "get_weather", {"city": "Berlin"}), ("call_1", "get_weather", {"city": "Paris"})]
+    assert reply.usage == Usage(57, 30, "server") and reply.finish_reason == "tool_calls"
+    body = server.requests[0][2]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_tool_call_round_trip_with_a_server_that_does_not_stream(stub):
+    berlin = {"content": None, "tool_calls": [{"id": "call_abc", "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city": "Berlin"}'}}]}
+    server, url = stub(answer(200, _completion(berlin, (57, 12), "tool_calls")),
+                       answer(200, _completion({"content": "It's 12°C and rainy in Berlin."}, (81, 9))))
+    final = _http_run(url)
+    assert final.final_answer == "It's 12°C and rainy in Berlin."
+    assert final.usage == (Usage(57, 12, "server"), Usage(81, 9, "server"))
+    (_, path1, first), (_, path2, second) = server.requests
+    assert path1 == path2 == "/v1/chat/completions"
+    assert first["model"] == "stub-model" and first["tools"] == [WEATHER_TOOL.schema()]
+    assert second["messages"][2:] == [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Berlin"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "12°C, rainy"}]
+
+
+def test_react_format_sends_its_stop_sequence_and_no_tools(stub):
+    server, url = stub(events(_delta({"content": "Thought: known.\nAction: finish[rainy]"}), "[DONE]"))
+    final = _http_run(url, fmt="react", tools=TOOLS)
+    body = server.requests[0][2]
+    assert "tools" not in body and body["stop"] == ["\nObservation:"]
+    assert (final.stop_reason, final.final_answer) == (StopReason.FINISH, "rainy")
+
+
+def test_ollama_style_object_arguments_become_a_json_string():
+    raw = _completion({"content": "", "tool_calls": [{"function": {"name": "get_weather",
+                                                                    "arguments": {"city": "Berlin"}}}]})
+    assert parse_chat_completion(raw).tool_calls[0].arguments == '{"city": "Berlin"}'
+
+
+def test_base_url_with_or_without_v1():
+    assert OpenAIBackend("http://h:11434", "m").url == OpenAIBackend("http://h:11434/v1/", "m").url \
+        == "http://h:11434/v1/chat/completions"
+
+
+def test_the_model_list_comes_from_the_listed_server(stub):
+    server, url = stub(answer(200, json.dumps({"object": "list", "data": [
+        {"id": "qwen2.5:7b"}, {"id": "smollm2"}]}).encode()))
+    remote.configure([f"ollama={url}"], free_url=False)
+    assert remote.list_models("ollama") == ("qwen2.5:7b", "smollm2")
+    assert server.requests[0][:2] == ("GET", "/v1/models")
+
+
+def test_configure_reads_urls_and_labels_and_refuses_other_schemes():
+    remote.configure(["ollama=http://127.0.0.1:11434/v1", " https://api.example.com/v1 ", ""], True)
+    assert remote.servers() == (remote.Server("ollama", "http://127.0.0.1:11434/v1"),
+                                remote.Server("api.example.com:443", "https://api.example.com/v1"))
+    with pytest.raises(RemoteRefused):
+        remote.configure(["file:///etc/passwd"], False)
+
+
+def test_a_model_name_is_bounded():
+    remote.configure(["lab=http://127.0.0.1:1/v1"], False)
+    for bad in ("", " ", "m" * 201):
+        with pytest.raises(RemoteRefused, match="1 to 200"):
+            remote.backend_for("lab", bad)
+
+
+# --- a real OpenAI-compatible server: transformers serve -------------------------------------------
+
+@pytest.fixture(scope="module")
+def served(lm, tmp_path_factory):
+    """`transformers serve` on loopback with the bundled model's cached folder (+ architectures)."""
+    from agent.model import _gguf_cache_dir, bundled_gguf, cache_is_valid
+
+    cached = _gguf_cache_dir(bundled_gguf())
+    assert cache_is_valid(cached)
+    folder = tmp_path_factory.mktemp("served") / "smollm2"
+    folder.mkdir()
+    for f in cached.iterdir():
+        if f.name not in ("config.json", "manifest.json"):
+            os.symlink(f, folder / f.name)
+    config = json.loads((cached / "config.json").read_text())
+    config.pop("quantization_config", None)  # the cache holds plain float weights
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["LlamaForCausalLM"]}))
+    port = free_port()
+    cli = shutil.which("transformers", path=str(Path(sys.executable).parent))
+    proc = subprocess.Popen([cli, "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
+                             "--device", "cpu", "--dtype", "float32"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(url + "/health", timeout=2).read()
+            break
+        except OSError:
+            time.sleep(1)
+    else:
+        proc.kill()
+        pytest.fail(f"transformers serve did not start: {proc.stderr.read().decode()[-2000:]}")
+    yield url, str(folder)
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.mark.model
+def test_berlin_runs_end_to_end_on_a_real_openai_compatible_server(served):
+    url, model = served
+    remote.configure([f"serve={url}"], free_url=False)
+    assert model in remote.list_models("serve")
+    pieces = []
+    state = new_state("What's the weather in Berlin?", "act", "native", Settings(max_steps=2, max_new_tokens=24))
+    final = run(state, remote.backend_for("serve", model), TOOLS, on_token=pieces.append)[-1]
+    assert final.done and final.stop_reason not in (StopReason.BACKEND_ERROR, None)
+    assert len(pieces) > 1 and final.usage and all(u.source == "server" for u in final.usage)
+    assert all(u.prompt_tokens > 0 and 0 < u.completion_tokens <= 24 for u in final.usage)
+
+
+@pytest.mark.model
+def test_a_real_server_streams_token_by_token_and_reports_its_usage(served):
+    url, model = served
+    remote.configure([f"serve={url}"], free_url=False)
+    pieces = []
+    reply = remote.backend_for("serve", model).complete(_berlin_prompt(), Settings(max_new_tokens=16),
+                                                        pieces.append)
+    assert len(pieces) >= 4 and "".join(pieces) == reply.text
+    assert reply.usage.source == "server" and reply.usage.completion_tokens == 16 or reply.finish_reason == "stop"
+
+
+# --- the app as on a Space, through its own API ----------------------------------------------------
+
+def _react_inputs(api: dict, endpoint: str, by_label: dict) -> list:
+    """The endpoint's inputs (from client.view_api): their defaults, those named by label replaced."""
+    return [by_label.get(p["label"], p.get("parameter_default")) for p in api[endpoint]["parameters"]]
+
+
+@pytest.mark.model
+@pytest.mark.browser
+def test_on_a_space_a_visitors_server_url_sends_zero_requests(app_url, stub):
+    from gradio_client import Client
+
+    import app as app_module
+
+    app_module.configure_remote(app_module.parse_args(["--host", "127.0.0.1"]), env={"SPACE_ID": "u/react-lab"})
+    assert not remote.free_url_allowed() and remote.servers() == ()
+    listener, listener_url = stub(answer(200, _completion({"content": SECRET})))
+    port = listener.server_address[1]
+    client = Client(app_url, verbose=False)
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    timings, stop, nexting = [], threading.Event(), threading.Event()
+
+    def cheap():  # another visitor's cheap request, while the hostile Next runs
+        while not stop.is_set():
+            if not nexting.wait(0.05):
+                continue
+            start = time.perf_counter()
+            urllib.request.urlopen(app_url + "config", timeout=5).read()
+            timings.append(time.perf_counter() - start)
+            time.sleep(0.1)
+
+    prober = threading.Thread(target=cheap, daemon=True)
+    prober.start()
+    try:
+        for host in ("127.0.0.1", "127.1", "localhost", "[::1]", "0.0.0.0", "2130706433", "0x7f.0.0.1"):
+            url = f"http://{host}:{port}/v1"
+            inputs = _react_inputs(api, "/on_reset", {"Backend": "OpenAI-compatible server",
+                                                         "Server URL": url, "Server model": "m"})
+            client.predict(*inputs, api_name="/on_reset")
+            start = time.perf_counter()
+            nexting.set()
+            out = client.predict(*_react_inputs(api, "/on_next", {}), api_name="/on_next")
+            nexting.clear()
+            assert time.perf_counter() - start < 5
+            page = json.dumps(out)
+            assert "operator listed" in page and SECRET not in page, page[:500]
+    finally:
+        stop.set()
+        prober.join(6)
+    assert listener.requests == []
+    assert timings and max(timings) < 1.0
+
+
+@pytest.mark.model
+def test_every_response_carries_the_security_headers(app_url):
+    with urllib.request.urlopen(app_url, timeout=10) as r:
+        headers = r.headers
+    assert "frame-ancestors" in headers["Content-Security-Policy"]
+    assert "object-src 'none'" in headers["Content-Security-Policy"]
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Referrer-Policy"] == "strict-origin-when-cross-origin"
+    assert headers["X-Frame-Options"] == "SAMEORIGIN"
+    with urllib.request.urlopen(app_url + "config", timeout=10) as r:
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_analytics_are_off():
+    import gradio as gr
+
+    import app  # noqa: F401 — importing it sets the default before gradio makes a Blocks
+
+    assert os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"
+    assert gr.Blocks().analytics_enabled is False
+
+
+def test_mode_detection_and_the_opt_in():
+    import app
+
+    def configured(argv, env):
+        app.configure_remote(app.parse_args(argv), env)
+        return remote.free_url_allowed(), remote._config["free_allow"]
+
+    assert configured([], {}) == (True, remote.LOCAL)  # make run: loopback, no SPACE_ID
+    assert configured(["--host", "0.0.0.0"], {}) == (False, remote.PUBLIC)
+    assert configured([], {"SPACE_ID": "u/s"}) == (False, remote.PUBLIC)
+    assert configured(["--allow-any-remote"], {"SPACE_ID": "u/s"}) == (True, remote.PUBLIC)
+    assert configured(["--remote", "a=http://10.0.0.2:8000,http://10.0.0.3:8000"], {"SPACE_ID": "u/s"})[0] is False
+    assert [s.label for s in remote.servers()] == ["a", "10.0.0.3:8000"]
+
+
+@pytest.mark.model
+@pytest.mark.browser
+def test_the_page_works_under_its_content_security_policy(browser, app_url):
+    """Both tabs load and answer a click in Chromium with no CSP violation reported."""
+    context = browser.new_context(viewport={"width": 1920, "height": 1080})
+    pg = context.new_page()
+    violations, errors = [], []
+    pg.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.add_init_script("document.addEventListener('securitypolicyviolation', e => console.error("
+                       "'Content Security Policy: ' + e.violatedDirective + ' ' + e.blockedURI))")
+    try:
+        pg.goto(app_url)
+        pg.locator("#rl-help").wait_for(state="attached", timeout=30_000)  # the page's own JS ran
+        pg.get_by_role("tab", name="ReAct loop").click()
+        before = pg.locator("#react-history").inner_text()
+        pg.locator("#react-next").click()
+        pg.wait_for_function("(b) => document.querySelector('#react-history').innerText !== b", arg=before,
+                             timeout=30_000)
+        pg.get_by_role("tab", name="Sampling").click()
+        pg.wait_for_timeout(500)
+        assert violations == [] and errors == []
+    finally:
+        context.close()
