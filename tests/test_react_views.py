@@ -381,3 +381,68 @@ def test_a_loaded_run_gets_the_same_bounds_as_the_controls(lm, tmp_path):
 def test_a_settings_value_is_bounded_before_it_reaches_the_loop():
     assert react_run.checked_settings(8192, "3", "512", 64.0) == Settings(
         max_steps=3, context_budget=512, max_new_tokens=64, timeout_s=react_run.CALL_LIMIT_S)
+
+
+# --- the OpenAI-compatible server: a choice among the operator's, never a visitor's address -----
+
+@pytest.fixture
+def configured():
+    """Configure agent.remote for one test; the app's configuration comes back after."""
+    from agent import remote
+
+    saved = dict(remote._config)
+    yield remote.configure
+    remote._config.update(saved)
+
+
+@pytest.fixture
+def models_server():
+    """A real HTTP server on loopback that lists two models at /v1/models."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = json.dumps({"data": [{"id": "small"}, {"id": "large"}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_listed_server_is_chosen_by_label_and_lists_its_models(lm, configured, models_server):
+    configured([f"lab={models_server}"], free_url=False)
+    assert react_run.server_labels() == ["lab"]
+    assert react_run.models_of("lab") == ("small", "large")
+    c = react_run.checked(lm, controls(backend=react_run.REMOTE, server="lab", model_name="small"))
+    assert (c.url, c.model) == ("lab", "small")
+
+
+def test_without_free_urls_a_typed_url_reaches_nothing(lm, configured):
+    from agent.remote import RemoteRefused
+
+    configured(["lab=http://10.0.0.2:8000"], free_url=False)
+    with pytest.raises(ValueError, match="Choose a server"):
+        react_run.checked(lm, controls(backend=react_run.REMOTE, server="elsewhere", model_name="m"))
+    with pytest.raises(ValueError, match="No model list from http://127.0.0.1:9/v1.*operator listed"):
+        react_run.models_of("http://127.0.0.1:9/v1")
+    s = react_run.start(react_run.checked(lm, controls(task=react_run.FREE_TEXT, task_text="hi",
+                                                       backend=react_run.REMOTE,
+                                                       url="http://127.0.0.1:9/v1", model_name="m")))
+    with pytest.raises(RemoteRefused, match="operator listed"):
+        react_run.make_backend(s.backend, lm)
+
+
+def test_with_no_server_allowed_the_choice_says_how_to_allow_one(lm, configured):
+    configured([], free_url=False)
+    with pytest.raises(ValueError, match="--remote"):
+        react_run.checked(lm, controls(backend=react_run.REMOTE, model_name="m"))

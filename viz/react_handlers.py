@@ -67,8 +67,24 @@ def settings_hint(p) -> dict:
     return {p.msg: message(SETTINGS_HINT)}
 
 
-def on_backend(p, backend) -> dict:
-    return {p.server_row: gr.Row(visible=backend == run.REMOTE), p.msg: message(SETTINGS_HINT)}
+def on_backend(p, backend, server, url) -> dict:
+    """The server row shows for the OpenAI-compatible backend, with the chosen server's models."""
+    out = {p.server_row: gr.Row(visible=backend == run.REMOTE), p.msg: message(SETTINGS_HINT)}
+    if backend == run.REMOTE and (server or url):
+        out.update(on_server(p, server, url))
+    return out
+
+
+def on_server(p, server, url) -> dict:
+    """The models a server lists, offered under “Server model” (any other name may be typed)."""
+    where = str(url or "").strip() or str(server or "").strip()
+    try:
+        models = run.models_of(where)
+    except ValueError as e:
+        return {p.msg: message(str(e), "error")}
+    note = f"{where} lists {len(models)} model{'s' * (len(models) != 1)}; Reset starts a run with it."
+    return {p.model_name: gr.Dropdown(choices=list(models), value=models[0] if models else ""),
+            p.msg: message(note)}
 
 
 # --- stepping ------------------------------------------------------------------------------------

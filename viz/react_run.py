@@ -10,7 +10,9 @@ What it knows: the Task, Backend, Mode and Output format choices and their label
 on a control (LIMITS, MAX_TASK_CHARS, …) and every run default (`default_choices`) — one place
 for each, read by the layout (viz/react_tab.py), the handlers (viz/react_handlers.py) and the
 deep links. A Session holds the tuple of loop States recorded so far and the index shown; it
-keeps no rendered HTML (only digests of the views last sent, to skip unchanged ones).
+keeps no rendered HTML (only digests of the views last sent, to skip unchanged ones). The
+OpenAI-compatible server is one the operator allowed, chosen by label (or, only where
+agent.remote.free_url_allowed(), a typed URL); agent.remote guards every request to it.
 
 What it does not know: Gradio, or how the loop, a backend, the template or the budget work inside.
 """
@@ -28,7 +30,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from agent import loop, remote
-from agent.backends import BackendReply, LocalBackend, ScriptedBackend, Settings
+from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
 from agent.messages import SystemMessage
 from agent.parameters import number
@@ -87,8 +89,9 @@ class Choices:
     max_steps: int = RUN.max_steps
     budget: int | None = None  # None: the model's context window
     reply_tokens: int = RUN.max_new_tokens
-    url: str = ""
+    url: str = ""  # a free server URL: only where remote.free_url_allowed()
     model_name: str = ""
+    server: str = ""  # the label of a server the operator allowed (remote.servers())
 
 
 @dataclass(frozen=True)
@@ -176,17 +179,43 @@ def checked(lm, c: Choices) -> Controls:
         raise ValueError("Type a task in “Your task” first.")
     if len(text) > MAX_TASK_CHARS:
         raise ValueError(f"The task is longer than {MAX_TASK_CHARS:,} characters.")
-    url, model_name = str(c.url or "").strip(), str(c.model_name or "").strip()
-    if c.backend == REMOTE:
-        parsed = urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname or len(url) > 500:
-            raise ValueError(f"The server URL must be http:// or https:// with a host, got {url!r}")
-        if not model_name or len(model_name) > 200:
-            raise ValueError("Name the server's model (at most 200 characters), e.g. qwen2.5:7b")
+    server, model_name = checked_server(c) if c.backend == REMOTE else ("", "")
     window = REMOTE_WINDOW if c.backend == REMOTE else lm.context_window
     settings = checked_settings(window, c.max_steps, c.budget, c.reply_tokens, c.temperature,
                                 c.top_p, c.seed, c.constrained)
-    return Controls(c.task, text, c.backend, MODES[c.mode], FORMATS[c.fmt], settings, url, model_name)
+    return Controls(c.task, text, c.backend, MODES[c.mode], FORMATS[c.fmt], settings, server, model_name)
+
+
+def checked_server(c: Choices) -> tuple[str, str]:
+    """(server, model) of the OpenAI-compatible backend: a typed URL (its shape checked here, where
+    it may go checked by agent.remote when the run calls it) or the label of an allowed server."""
+    url, label = str(c.url or "").strip(), str(c.server or "").strip()
+    model_name = str(c.model_name or "").strip()
+    if url:
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or len(url) > 500:
+            raise ValueError(f"The server URL must be http:// or https:// with a host, got {url!r}")
+    elif label not in server_labels():
+        raise ValueError(f"Choose a server under “Server” (one the operator allowed), got {label!r}"
+                         if server_labels() else "No OpenAI-compatible server is allowed here: the "
+                         "operator lists them when starting the app (--remote).")
+    if not model_name or len(model_name) > 200:
+        raise ValueError("Name the server's model (at most 200 characters), e.g. qwen2.5:7b")
+    return url or label, model_name
+
+
+def server_labels() -> list[str]:
+    """The servers a visitor may choose (the operator's --remote list)."""
+    return [s.label for s in remote.servers()]
+
+
+def models_of(server: str) -> tuple[str, ...]:
+    """The model ids a server lists (GET /v1/models through agent.remote's guard); ValueError
+    with the guard's or the server's reason."""
+    try:
+        return remote.list_models(server)
+    except BackendError as e:
+        raise ValueError(f"No model list from {server}: {e}") from None
 
 
 def run_for(task: str, loaded: RecordedRun | None) -> RecordedRun | None:

@@ -29,6 +29,7 @@ from functools import partial
 
 import gradio as gr
 
+from agent import remote
 from viz import react_handlers as h
 from viz import react_run as run
 from viz.react_handlers import LINK_CHOICES  # noqa: F401 (app.py reads it here)
@@ -49,8 +50,9 @@ class Parts:
     fmt: gr.Dropdown
     constrained: gr.Checkbox
     server_row: gr.Row
+    server: gr.Dropdown
+    model_name: gr.Dropdown
     url: gr.Textbox
-    model_name: gr.Textbox
     next_btn: gr.Button
     run_btn: gr.Button
     back_btn: gr.Button
@@ -113,9 +115,12 @@ def _run_controls(d: dict, c: Choices) -> None:
         d["constrained"] = gr.Checkbox(c.constrained, label="Constrained tool calls", scale=1,
                                        min_width=160)
     with gr.Row(visible=False) as d["server_row"]:
+        labels = run.server_labels()
+        d["server"] = gr.Dropdown(labels, value=labels[0] if labels else None, label="Server",
+                                  info=None if labels else "none allowed: see docs/DEPLOY.md (--remote)")
+        d["model_name"] = gr.Dropdown([], value="", label="Server model", allow_custom_value=True)
         d["url"] = gr.Textbox(label="Server URL", placeholder="http://127.0.0.1:11434/v1",
-                              max_length=500)
-        d["model_name"] = gr.Textbox(label="Server model", placeholder="qwen2.5:7b", max_length=200)
+                              max_length=500, visible=remote.free_url_allowed())
 
 
 def _buttons(d: dict) -> None:
@@ -228,7 +233,10 @@ def _wire_controls(p: Parts, lm) -> None:
     p.fork_btn.click(partial(h.on_fork, p, lm), inputs, p.stepped, api_name="on_fork", **quiet)
     p.task.input(partial(h.on_task, p, lm), inputs, [p.task_text, p.mode, p.fmt, *p.stepped],
                  api_name="on_task", **quiet)
-    p.backend.input(partial(h.on_backend, p), p.backend, [p.server_row, p.msg], api_name=False, **quiet)
+    p.backend.input(partial(h.on_backend, p), [p.backend, p.server, p.url], [p.server_row, p.model_name, p.msg],
+                    api_name=False, **quiet)
+    for event, api_name in ((p.server.input, "on_server"), (p.url.submit, False)):
+        event(partial(h.on_server, p), [p.server, p.url], [p.model_name, p.msg], api_name=api_name, **quiet)
     for c in (p.mode, p.fmt, p.constrained, p.temperature, p.top_p, p.seed, p.max_steps, p.budget,
               p.reply_tokens):
         c.input(partial(h.settings_hint, p), None, p.msg, api_name=False, **quiet)
