@@ -9,16 +9,13 @@ What it knows: ways to answer one model call —
   LocalBackend     the bundled model (agent.model): the prompt rendered through its chat
                    template, then token by token by agent.generation (agent.sampling, optionally
                    masked by a grammar from agent.constraints), streamed through on_token; it
-                   stops at EOS / <|im_end|>, a stop sequence, max_new_tokens or a time limit.
+                   stops at EOS / <|im_end|>, a stop sequence (agent.stops), max_new_tokens or a time limit.
                    With settings.constrained, the native format's whole assistant turn follows
-                   `turn_grammar`: the first model call of a task must be a tool call (OpenAI's
-                   tool_choice "required"), later calls a tool call or free text ("auto"); either
-                   way every call parses and matches a tool's schema, and the loop still decides
-                   "no tool call → final answer" (line 5).
+                   agent.turn_grammar (a tool call first, later a call or the answer).
   (the third, an OpenAI-compatible server behind the outgoing-request guard, is agent.remote.)
 A BackendError (unreachable, timed out, malformed reply) becomes the loop's stop reason
 "backend error".
-A reply with tool_calls None is text that the loop parses (agent.template.parse_reply); a reply
+A reply with tool_calls None is text that the loop parses (agent.parsing.parse_reply); a reply
 with a tuple of tool_calls came structured from an API.
 
 What it does not know: the loop, validation, or how tools run.
@@ -26,20 +23,19 @@ What it does not know: the loop, validation, or how tools run.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
+from agent import stops
 from agent.budget import Usage
 from agent.messages import Origin, ToolCall, ToolResultMessage, UserMessage, model_turns
 from agent.settings import Settings  # noqa: F401 (re-exported: `from agent.backends import Settings`)
 from agent.template import Fmt, Prompt, render_prompt, stop_sequences
-from agent.tools import Tool
+from agent.turn_grammar import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, turn_grammar
 
 OnToken = Callable[[str], None]
 END_OF_TURN = "<|im_end|>"
-TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 
 class BackendError(Exception):
@@ -170,7 +166,7 @@ class LocalBackend:
         Thought / Action {json} / Final Answer format of agent.constraints, which parse_reply reads."""
         if not settings.constrained or not prompt.tools:
             return "", "", None
-        if Fmt(prompt.fmt) == Fmt.REACT:
+        if Fmt(prompt.fmt) == Fmt.REACT_TEXT:
             from agent.constraints import react_format_grammar
 
             return "", "", react_format_grammar([t.schema() for t in prompt.tools])
@@ -193,39 +189,6 @@ def observed(prompt: Prompt) -> bool:
     return False
 
 
-# The whole assistant turn of the native format, as one Lark grammar: an optional one-line thought
-# (the lecture's t_k; no "<" in it, so no half-written tag), then the action a_k: a call whose JSON
-# matches one tool's schema — or, once a tool result is in, free text: the final answer. The text
-# may not contain "<tool_call" (every call is a whole, valid one) nor start with "Thought" (a
-# thought is followed by a call or by "Answer:", so that parse_reply can tell the two apart).
-_TURN_RULES = {
-    True: 'start: thought? call',  # the first call of a task: an action is required
-    False: 'start: thought? (call | "Answer:" TEXT) | TEXT',  # later: an action or the answer
-}
-_TURN_LEXEMES = (
-    'thought: "Thought:" THOUGHT "\\n"',
-    'THOUGHT: / [^\\n<]+/',
-    'TEXT: /(.|\\n)+/ & ~/(.|\\n)*<tool_call(.|\\n)*/ & ~/\\s*Thought(.|\\n)*/',
-)
-
-
-def turn_grammar(tools: Sequence[Tool], call_required: bool):
-    """The grammar of one native assistant turn (agent.constraints.Grammar, kind "lark").
-
-    call_required=True — the first model call of a task: "Thought: …" (optional) and a tool call.
-    Without it a small model answers from its parametric memory (SmolLM2-135M: "22°C, sunny").
-    call_required=False — after a tool result: a tool call, or free text that the loop returns
-    as the final answer (line 5: no tool calls → return response.text). The call is left open
-    (`<tool_call>{…}`); LocalBackend writes the closing tag.
-    """
-    from agent.constraints import JSON_FORMAT, Grammar, tool_call_schema
-
-    schema = json.dumps({"x-guidance": JSON_FORMAT, **tool_call_schema([t.schema() for t in tools])})
-    lines = (_TURN_RULES[call_required], f'call: "{TOOL_CALL_OPEN}" %json {schema}', *_TURN_LEXEMES)
-    name = "tool call" if call_required else "tool call or answer"
-    return Grammar("lark", "\n".join(lines) + "\n", name)
-
-
 def _open_call(text: str) -> bool:
     return text.rfind(TOOL_CALL_OPEN) > text.rfind(TOOL_CALL_CLOSE)
 
@@ -246,15 +209,9 @@ class _Stream:
 
     def update(self, decoded: str) -> bool:
         """Take the whole decoded reply so far; True when it reached a stop sequence."""
-        cuts = [decoded.find(s) for s in self.stops if s in decoded]
-        self.text = decoded[:min(cuts)] if cuts else decoded
-        safe = len(self.text) if cuts else len(self.text) - self._held_back(self.text)
-        self._emit(safe)
-        return bool(cuts)
-
-    def _held_back(self, text: str) -> int:
-        hold = max((k for s in self.stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
-        return max(hold, len(text) - len(text.rstrip("\ufffd")))
+        self.text, hit = stops.cut(decoded, self.stops)
+        self._emit(len(self.text) if hit else len(self.text) - stops.held_back(self.text, self.stops))
+        return hit
 
     def _emit(self, upto: int) -> None:
         if upto > self.sent and self.on_token:

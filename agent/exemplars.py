@@ -88,7 +88,7 @@ def chain(ex: Exemplar, mode: Mode, fmt: Fmt) -> list[str]:
         lines += [f"Thought: {hop.thought}"] if mode == Mode.REACT else []
         lines += [call_text(ToolCall(f"call_{i}", hop.tool, args), fmt, TOOLS),
                   f"Observation: {observation(hop.tool, args)}"]
-    if fmt == Fmt.REACT:
+    if fmt == Fmt.REACT_TEXT:
         final = json.dumps({"answer": ex.answer}, ensure_ascii=False)
         lines += (["Thought: I have the answer."] if mode == Mode.REACT else [])
         lines.append(call_text(ToolCall("call_0", "finish", final), fmt, TOOLS))

@@ -38,6 +38,7 @@ from agent import compaction
 from agent.backends import Backend, BackendError, BackendReply, OnToken, ScriptedBackend, Settings
 from agent.budget import Breakdown, Usage, breakdown, count_tokens, prompt_tokens
 from agent.exemplars import exemplar_block
+from agent.formats import Fmt, Mode
 from agent.memory import REMEMBER_TOOL, Memory, memory_block
 from agent.messages import (
     AssistantMessage,
@@ -49,8 +50,9 @@ from agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from agent.parsing import ParsedReply, parse_reply, split_thought
 from agent.retrieval import documents_block
-from agent.template import Block, Fmt, Mode, ParsedReply, Prompt, parse_reply, split_thought, system_prompt
+from agent.template import Block, Prompt, system_prompt
 from agent.tools import FINISH, Tool
 from agent.validation import DEFAULT_POLICY, Policy, check_policy, validate_call
 

@@ -45,9 +45,10 @@ from pathlib import Path
 from agent import loop
 from agent.backends import BackendReply, ScriptedBackend, Settings
 from agent.budget import Usage
+from agent.formats import Fmt, Mode
 from agent.loop import State, StopReason, new_state
 from agent.messages import Message, SystemMessage, history_from_dicts, history_to_dicts
-from agent.template import Fmt, Mode, parse_reply
+from agent.parsing import parse_reply
 from agent.tools import ALL_TOOLS, Tool
 from agent.validation import DEFAULT_POLICY, Policy
 

@@ -22,22 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.parameters import number
+
 STAGES = ("mask", "temperature", "top_k", "top_p", "min_p")  # the lecture's order
 MAX_TEMPERATURE = 100.0
 MAX_NUMBERS = 1000  # the "Your own numbers" box
 # A cumulative equal to p up to float rounding reaches p: from float32 logits the lecture's
 # 0.4 + 0.3 is 0.69999997, and p = 0.7 must still keep two tokens.
 TOP_P_SLACK = 1e-6
-
-
-def _check_number(name: str, value: object, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        # ValueError, not TypeError: callers catch one error type for every bad parameter
-        raise ValueError(f"{name} must be a number, got {value!r}")  # noqa: TRY004
-    number = float(value)
-    if not math.isfinite(number) or not low <= number <= high:
-        raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value!r}")
-    return number
 
 
 @dataclass(frozen=True)
@@ -55,16 +47,14 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         # object.__setattr__: a frozen dataclass may still normalise itself while being built
-        temperature = _check_number("temperature", self.temperature, 0, MAX_TEMPERATURE)
+        temperature = number(self.temperature, "temperature", 0, MAX_TEMPERATURE, strings=False)
         object.__setattr__(self, "temperature", temperature)
-        top_k = _check_number("top_k", self.top_k, 0, math.inf)
-        if top_k != int(top_k):
-            raise ValueError(f"top_k must be a whole number, got {self.top_k!r}")
-        object.__setattr__(self, "top_k", int(top_k))
-        object.__setattr__(self, "top_p", _check_number("top_p", self.top_p, 0, 1))
+        top_k = number(self.top_k, "top_k", 0, math.inf, integer=True, strings=False)
+        object.__setattr__(self, "top_k", top_k)
+        object.__setattr__(self, "top_p", number(self.top_p, "top_p", 0, 1, strings=False))
         if self.top_p == 0:
             raise ValueError("top_p must be above 0 (the nucleus is never empty), got 0.0")
-        object.__setattr__(self, "min_p", _check_number("min_p", self.min_p, 0, 1))
+        object.__setattr__(self, "min_p", number(self.min_p, "min_p", 0, 1, strings=False))
 
     @property
     def greedy(self) -> bool:
@@ -386,10 +376,10 @@ def _inverse_cdf(sorted_probs: np.ndarray, cumulative: np.ndarray | None, u: flo
 
 
 def _check_u(u: object) -> float:
-    number = _check_number("u", u, 0, 1)
-    if number == 1.0:
+    x = number(u, "u", 0, 1, strings=False)
+    if x == 1.0:
         raise ValueError(f"u must be below 1 (a draw in [0, 1)), got {u!r}")
-    return number
+    return x
 
 
 def new_u(rng: np.random.Generator) -> float:

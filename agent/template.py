@@ -1,4 +1,4 @@
-"""Messages + tool schemas → the exact string the model continues; the model's reply → message fields.
+"""Messages + tool schemas → the exact string the model continues (reading the reply: agent.parsing).
 
 What it knows (lecture, "System Prompt, Chat Template & Statelessness"): a call is stateless, so
 the whole prompt — the system prompt, the advertised tools, every turn of `history` — is rendered
@@ -21,24 +21,11 @@ What it does not know: tokens, the model's weights, how a tool runs, or the loop
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from enum import StrEnum
 
+from agent.formats import Fmt, Mode
 from agent.messages import AssistantMessage, Message, Origin, SystemMessage, ToolCall, ToolResultMessage, UserMessage
 from agent.tools import TOOLS, Tool, tool_named  # noqa: F401 (TOOLS: doctest)
-
-
-class Mode(StrEnum):
-    REACT = "react"  # a thought before each action
-    ACT = "act"  # actions without thoughts: the lecture's Act baseline
-    COT = "cot"  # no tools advertised: open loop, parametric memory only
-
-
-class Fmt(StrEnum):
-    NATIVE = "native"  # <tool_call>{json}</tool_call>
-    REACT = "react"  # Thought: / Action: tool[args] / Observation:
-
 
 CATEGORIES = ("system", "tools", "exemplars", "documents", "memory", "user", "thought", "tool_call",
               "tool_result", "assistant_text", "summary", "template")
@@ -58,12 +45,12 @@ SYSTEM_PROMPTS = {
         f'starts with "Thought:" and says what you need and why. {_ANSWER_RULE}'),
     (Mode.ACT, Fmt.NATIVE): (f"You are a helpful assistant. {_NEEDS_TOOLS} {_ANSWER_RULE} Do not "
                              "explain your reasoning."),
-    (Mode.REACT, Fmt.REACT): (
+    (Mode.REACT, Fmt.REACT_TEXT): (
         "Solve the task with interleaved Thought, Action and Observation steps. Thought reasons "
         "about what to do next. Action calls one tool as tool[argument]; its result comes back as "
         "Observation. Write one Thought and one Action, then stop. To give the final answer, write "
         "Action: finish[answer]."),
-    (Mode.ACT, Fmt.REACT): (
+    (Mode.ACT, Fmt.REACT_TEXT): (
         "Solve the task with Action and Observation steps. Action calls one tool as "
         "tool[argument]; its result comes back as Observation. Write one Action line, then stop. "
         "To give the final answer, write Action: finish[answer]. Do not explain your reasoning."),
@@ -79,7 +66,7 @@ def system_prompt(mode: Mode | str, fmt: Fmt | str) -> str:
 
 def stop_sequences(fmt: Fmt | str) -> tuple[str, ...]:
     """Turn boundaries besides end-of-turn: ReAct stops before it would invent the Observation."""
-    return ("\nObservation:",) if Fmt(fmt) == Fmt.REACT else ()
+    return ("\nObservation:",) if Fmt(fmt) == Fmt.REACT_TEXT else ()
 
 
 @dataclass(frozen=True)
@@ -132,7 +119,7 @@ def tools_block(tools: tuple[Tool, ...], fmt: Fmt | str) -> str:
     """The tool descriptions added to the system message (empty when no tool is advertised)."""
     if not tools:
         return ""
-    if Fmt(fmt) == Fmt.REACT:
+    if Fmt(fmt) == Fmt.REACT_TEXT:
         return "\n\nTools:\n" + "\n".join(_react_tool_line(t) for t in tools)
     schemas = "\n".join(json.dumps(t.schema(), ensure_ascii=False) for t in tools)
     return ('\n\nTo call a tool, write <tool_call>{"name": <tool-name>, "arguments": '
@@ -155,7 +142,7 @@ def call_text(call: ToolCall, fmt: Fmt | str, tools: tuple[Tool, ...] = ()) -> s
     >>> call_text(ToolCall("call_1", "search", '{"query": "Italo Calvino"}'), "react", TOOLS)
     'Action: search[Italo Calvino]'
     """
-    if Fmt(fmt) == Fmt.REACT:
+    if Fmt(fmt) == Fmt.REACT_TEXT:
         args, tool = _loads_or_raw(call.arguments), tool_named(tools, call.name)
         param = tool.single_parameter if tool else None
         if isinstance(args, dict) and list(args) == [param] and isinstance(args[param], str):
@@ -181,7 +168,7 @@ def _turn(m: Message, fmt: Fmt, native: bool, tools: tuple[Tool, ...]) -> tuple[
         category = {Origin.RUNTIME: "tool_result", Origin.SUMMARY: "summary"}.get(m.origin, "user")
         return {"role": "user", "content": m.content}, [_Piece(m.content, category)]
     if isinstance(m, ToolResultMessage):
-        if fmt == Fmt.REACT:
+        if fmt == Fmt.REACT_TEXT:
             return _content("user", [_Piece("Observation: " + m.content, "tool_result")])
         d, pieces = _content("tool", [_Piece(m.content, "tool_result")])
         return {**d, "tool_call_id": m.tool_call_id}, pieces
@@ -311,7 +298,7 @@ def wire_messages(prompt: Prompt) -> tuple[list[dict], list[dict]]:
     native: tools go in `tools`, calls as structured tool_calls, results as role "tool";
     react: everything as text, exactly as render() writes it, and no `tools`.
     """
-    if Fmt(prompt.fmt) == Fmt.REACT or not prompt.tools:
+    if Fmt(prompt.fmt) == Fmt.REACT_TEXT or not prompt.tools:
         return [d for d, _ in _turns(prompt, native=False)], []
     messages = []
     extra = "".join("\n\n" + b.text for b in prompt.blocks if b.text)
@@ -324,125 +311,3 @@ def wire_messages(prompt: Prompt) -> tuple[list[dict], list[dict]]:
             d["content"] = content or None
         messages.append(d)
     return messages, [t.schema() for t in prompt.tools]
-
-
-# --- reading the reply ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ParsedReply:
-    """The fields of an AssistantMessage read from reply text; `error` says why it is unusable."""
-
-    thought: str = ""
-    text: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
-    error: str = ""
-
-
-_ANSWER = re.compile(r"^\s*(?:final\s+)?answer\s*:\s*", re.I)
-_END_OF_THOUGHT = re.compile(r"<tool_call>|\n\s*\n|\n(?=\s*(?:final\s+)?answer\s*:)", re.I)
-
-
-def split_thought(text: str) -> tuple[str, str]:
-    """A leading "Thought: …" (up to a tool call, a blank line or an "Answer:" line) and the rest.
-
-    >>> split_thought("Thought: 345 km in 2.5 h.\\nAnswer: 138 km/h")
-    ('345 km in 2.5 h.', '138 km/h')
-    """
-    stripped = text.strip()
-    m = re.match(r"thought\s*:\s*", stripped, re.I)
-    if not m:
-        return "", _ANSWER.sub("", stripped, count=1).strip()
-    body = stripped[m.end():]
-    end = _END_OF_THOUGHT.search(body)
-    cut = end.start() if end else len(body)
-    return body[:cut].strip(), _ANSWER.sub("", body[cut:].strip(), count=1).strip()
-
-
-def parse_reply(text: str, fmt: Fmt | str, tools: tuple[Tool, ...] = (), next_id: int = 1) -> ParsedReply:
-    """Reply text → thought, text, tool calls (ids call_{next_id}, …), or an error. Never raises.
-
-    >>> parse_reply('<tool_call>{"name": "get_weather", "arguments": {"city": "Berlin"}}</tool_call>',
-    ...             "native").tool_calls
-    (ToolCall(id='call_1', name='get_weather', arguments='{"city": "Berlin"}'),)
-    >>> parse_reply("Thought: I need the author.\\nAction: search[Invisible Cities]", "react",
-    ...             TOOLS).tool_calls[0].arguments
-    '{"query": "Invisible Cities"}'
-    """
-    text = text.split("<|im_end|>")[0]
-    if Fmt(fmt) == Fmt.REACT:
-        return _parse_react(text, tools, next_id)
-    return _parse_native(text, next_id)
-
-
-def _parse_native(text: str, next_id: int) -> ParsedReply:
-    calls = []
-    for i, m in enumerate(re.finditer(r"<tool_call>(.*?)(?:</tool_call>|$)", text, re.S)):
-        call, error = _block_call(m.group(1), f"call_{next_id + i}")
-        if error:
-            return ParsedReply(error=error)
-        calls.append(call)
-    rest = re.sub(r"<tool_call>.*?(?:</tool_call>|$)", "", text, flags=re.S)
-    thought, answer = split_thought(rest)
-    if not calls and not answer:
-        return ParsedReply(thought=thought, error=(
-            "a thought but no tool call and no answer" if thought else "the reply is empty"))
-    return ParsedReply(thought, answer, tuple(calls))
-
-
-def _block_call(body: str, call_id: str) -> tuple[ToolCall | None, str]:
-    """One <tool_call> body → a call. Broken JSON with a readable name still becomes a call, so the
-    runtime's check 1 (valid JSON) reports the mistake to the model as a tool result."""
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as e:
-        name = re.search(r'"name"\s*:\s*"([^"]+)"', body)
-        if not name:
-            return None, f"the <tool_call> is not valid JSON ({e.msg}) and names no tool: {body.strip()[:200]}"
-        args = re.search(r'"arguments"\s*:\s*(.*?)\s*\}?\s*$', body, re.S)
-        return ToolCall(call_id, name.group(1), args.group(1) if args else body.strip()), ""
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        return None, f'a <tool_call> needs {{"name": …, "arguments": {{…}}}}, got: {body.strip()[:200]}'
-    args = obj.get("arguments", {})
-    arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-    return ToolCall(call_id, obj["name"], arguments), ""
-
-
-def _parse_react(text: str, tools: tuple[Tool, ...], next_id: int) -> ParsedReply:
-    text = re.split(r"^\s*Observation\s*:", text, maxsplit=1, flags=re.M | re.I)[0]
-    thought = re.search(r"^\s*Thought\s*:\s*(.*?)(?=^\s*Action\s*:|\Z)", text, re.M | re.S | re.I)
-    thought_text = thought.group(1).strip() if thought else ""
-    action = re.search(r"^\s*Action\s*:\s*(.*)$", text, re.M | re.I)
-    final = re.search(r"^\s*Final Answer\s*:\s*(.*)", text, re.M | re.I | re.S)
-    if not action and final and final.group(1).strip():  # the common alternative to finish[answer]
-        return ParsedReply(thought_text, final.group(1).strip())
-    if not action:
-        return ParsedReply(thought=thought_text, error=(
-            "no 'Action:' line; write Action: tool[argument], or Action: finish[answer] to answer"))
-    line = action.group(1).strip()
-    if line.startswith("{"):  # a JSON action, as a grammar-constrained reply writes it
-        call, error = _block_call(text[action.start(1):].strip(), f"call_{next_id}")
-        return ParsedReply(thought=thought_text, error=error) if error else ParsedReply(thought_text, "", (call,))
-    m = re.fullmatch(r"([A-Za-z_][\w.-]*)\s*\[(.*)\]", line, re.S)
-    if not m:  # an argument may run over several lines
-        m = re.fullmatch(r"([A-Za-z_][\w.-]*)\s*\[(.*)\]", text[action.start(1):].strip(), re.S)
-    if not m:
-        return ParsedReply(thought=thought_text, error=f"cannot read the action {line!r}: write tool[argument]")
-    name, raw = m.group(1), m.group(2)
-    call = ToolCall(f"call_{next_id}", name, _react_arguments(raw, tool_named(tools, name)))
-    return ParsedReply(thought_text, "", (call,))
-
-
-def _react_arguments(raw: str, tool: Tool | None) -> str:
-    """tool[argument] → a JSON arguments string: a JSON object as written; a plain argument fills
-    the tool's one required parameter; otherwise the argument as a JSON string (check 3 will say)."""
-    value: object = raw.strip()
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        pass
-    if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False)
-    text = value if isinstance(value, str) else raw.strip()
-    if tool is not None and tool.single_parameter:
-        return json.dumps({tool.single_parameter: text}, ensure_ascii=False)
-    return json.dumps(text, ensure_ascii=False)

@@ -5,7 +5,7 @@
 Prints two Markdown tables:
 1. How many Berlin runs succeed over seeds 0…N-1 — success: the final answer contains "12°C",
    the run took ≤ 4 loop steps (model calls) and called get_weather — with constrained decoding
-   (agent.backends.turn_grammar) and without it, per temperature. At T = 0 the sampler takes the
+   (agent.turn_grammar) and without it, per temperature. At T = 0 the sampler takes the
    argmax and never draws, so the seed is unused: two seeds are run, checked identical, and stand
    for all N.
 2. Seconds per loop step (one model call) over the shipped tasks — Berlin weather, the

@@ -67,8 +67,8 @@ def tasks() -> tuple[Task, ...]:
              Mode.REACT, Fmt.NATIVE, CALC_TOOLS, "12"),
         Task("product", "What is 17 times 23?", Mode.REACT, Fmt.NATIVE, CALC_TOOLS, "391"),
         Task("norwegian-wood", "In which country was the author of Norwegian Wood born?", Mode.REACT,
-             Fmt.REACT, BOOK_TOOLS, "Japan"),
-        Task("little-prince", "Who wrote The Little Prince?", Mode.REACT, Fmt.REACT, BOOK_TOOLS, "Exupery"),
+             Fmt.REACT_TEXT, BOOK_TOOLS, "Japan"),
+        Task("little-prince", "Who wrote The Little Prince?", Mode.REACT, Fmt.REACT_TEXT, BOOK_TOOLS, "Exupery"),
     )
 
 

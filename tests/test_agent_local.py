@@ -4,18 +4,20 @@ What it checks: the lecture's Berlin trace ("A Concrete Trace") comes out of the
 the tool call is constrained — a get_weather call, then a text-only turn with "12°C" — and the
 other shipped tasks run to a stop reason without raising. Every run is deterministic (T = 0, a
 fixed seed) and bounded (MAX_STEPS = 4, 64 new tokens a reply). The grammar of one turn
-(agent.backends.turn_grammar) is checked on the model's own tokenizer.
+(agent.turn_grammar) is checked on the model's own tokenizer.
 """
 
 import pytest
 
-from agent.backends import LocalBackend, Settings, observed, turn_grammar
+from agent.backends import LocalBackend, Settings, observed
 from agent.constraints import Constraint, ConstraintViolation, compile_grammar
 from agent.loop import StopReason, new_state, run
 from agent.messages import AssistantMessage, Origin, ToolCall, ToolResultMessage, UserMessage, pairing_violations
+from agent.parsing import parse_reply
 from agent.recording import load_run, shipped_runs, tools_of
-from agent.template import Fmt, Prompt, parse_reply
+from agent.template import Fmt, Prompt
 from agent.tools import TOOLS, WEATHER_TOOL
+from agent.turn_grammar import turn_grammar
 
 MAX_STEPS = 4
 BOUNDED = Settings(max_steps=MAX_STEPS, max_new_tokens=64, constrained=True, timeout_s=120.0)

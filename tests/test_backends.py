@@ -16,8 +16,9 @@ from agent.backends import (
 )
 from agent.loop import StopReason, build_prompt, new_state, run, step
 from agent.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage, pairing_violations
+from agent.parsing import parse_reply
 from agent.recording import FORMAT, load_run, record_run, replay, run_from_dict, save_run, shipped_runs, tools_of
-from agent.template import Fmt, Prompt, parse_reply, render_prompt
+from agent.template import Fmt, Prompt, render_prompt
 from agent.tools import TOOLS, WEATHER_TOOL
 from agent.validation import validate_call
 

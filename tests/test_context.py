@@ -116,8 +116,8 @@ def test_the_long_recorded_run_reaches_compaction_instead_of_a_full_window(tok):
 @pytest.mark.parametrize("mode,fmt", [(m, f) for m in Mode for f in Fmt])
 def test_exemplars_are_resent_with_every_call_and_never_enter_the_history(mode, fmt):
     settings = Settings(few_shot=3)
-    replies = (BackendReply("Action: get_weather[Berlin]") if fmt == Fmt.REACT else _weather("Berlin"),
-               BackendReply("Action: finish[12°C, rainy]" if fmt == Fmt.REACT else "It is 12°C, rainy."))
+    replies = (BackendReply("Action: get_weather[Berlin]") if fmt == Fmt.REACT_TEXT else _weather("Berlin"),
+               BackendReply("Action: finish[12°C, rainy]" if fmt == Fmt.REACT_TEXT else "It is 12°C, rainy."))
     states = run(new_state("What's the weather in Berlin?", mode, fmt, settings), ScriptedBackend(replies), TOOLS)
     block = exemplar_block(3, mode, fmt)
     assert block.count("Input: ") == 3 and block.count("Output: ") == 3

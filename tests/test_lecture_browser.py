@@ -104,7 +104,7 @@ def test_a_bad_link_names_what_it_ignored(browser, app_url):
     context = browser.new_context()
     page = context.new_page()
     page.goto(app_url + "?temperature=99&top_k=banana&foo=1")
-    expect(page.locator("#link-message")).to_contain_text("temperature='99' is outside", timeout=60_000)
+    expect(page.locator("#link-message")).to_contain_text("temperature must lie in 0 … 3, got '99'", timeout=60_000)
     expect(page.locator("#link-message")).to_contain_text("unknown parameter 'foo'")
     context.close()
 
@@ -167,3 +167,23 @@ def test_react_tour_sets_the_task(page):
     expect(page.locator("#react-tour")).to_contain_text("A validation error")
     expect(page.get_by_role("combobox", name="Task")).to_have_value(
         "What's the weather in Paris? (a validation error, repaired)")
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (1920, 1080)])
+def test_react_tab_on_a_projector_shows_loop_history_and_stop_on_the_first_screen(browser, app_url, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(app_url + "?tab=react")
+    page.locator("#react-pseudocode .rp").wait_for(timeout=60_000)
+    for i in range(1, 5):
+        page.locator("#react-next").click()
+        expect(page.locator("#react-scrub")).to_contain_text(f"Recorded state {i} of {i}", timeout=30_000)
+    expect(page.locator("#react-stop .rs")).to_have_attribute("data-stop", "final answer")
+    for view in ("#react-next", "#react-pseudocode", "#react-history", "#react-stop"):
+        box = page.locator(view).bounding_box()
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height, (view, box)
+    title, facts, toolbar = (page.locator(f"#model-header {c}").bounding_box()
+                             for c in (".rl-title", ".rl-facts", ".rl-toolbar"))
+    middles = [b["y"] + b["height"] / 2 for b in (title, facts, toolbar)]
+    assert max(middles) - min(middles) < 12, middles  # the header is one line
+    context.close()

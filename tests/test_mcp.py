@@ -170,7 +170,7 @@ def test_berlin_over_mcp_replays_the_recorded_history_and_pairs_the_call_with_it
         client.close()
 
 
-@pytest.mark.parametrize("fmt", [Fmt.NATIVE, Fmt.REACT])
+@pytest.mark.parametrize("fmt", [Fmt.NATIVE, Fmt.REACT_TEXT])
 def test_the_prompt_string_is_byte_identical_with_built_in_and_mcp_tools(lab, fmt):
     history = load_run(shipped_runs()["berlin-weather"]).history
     mcp_tools = lab.tools()
@@ -191,7 +191,7 @@ def test_the_berlin_prompts_over_mcp_equal_the_built_in_runs_prompts():
 @pytest.mark.model
 def test_the_prompt_is_byte_identical_through_the_models_own_template(lab, tok):
     history = load_run(shipped_runs()["berlin-weather"]).history
-    for fmt in (Fmt.NATIVE, Fmt.REACT):
+    for fmt in (Fmt.NATIVE, Fmt.REACT_TEXT):
         built_in = render_prompt(tok, Prompt(history, BUILT_IN_TOOLS, fmt))
         assert render_prompt(tok, Prompt(history, lab.tools(), fmt)) == built_in
 

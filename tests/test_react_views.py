@@ -1,5 +1,5 @@
 """The ReAct tab below the browser: the pure views of viz/react_views.py on real replayed runs, and
-the tab's checks, fork and run files (viz/react_tab.py functions, no page)."""
+the tab's checks, fork and run files (viz/react_run.py functions, no page)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from agent.messages import (
 )
 from agent.recording import load_run, record_run, replay, shipped_runs, tools_of
 from agent.template import render, system_prompt
-from viz import react_tab as tab
+from viz import react_run
 from viz import react_views as rv
 
 EVIL = '<img src=x onerror="window.__p=1">${window.__q=1}`'
@@ -288,11 +288,10 @@ def test_a_view_is_the_same_string_every_time():
 
 # --- the tab's checks, fork and run files -------------------------------------------------------
 
-def controls(**changes) -> list:
-    values = dict(task=tab.DEFAULT_TASK, task_text="", backend=tab.SCRIPTED, mode="Act",
-                  fmt="native tool calls", constrained=False, temperature=0.0, top_p=1.0, seed=0,
-                  max_steps=8, budget=8192, reply_tokens=256, url="", model_name="")
-    return list({**values, **changes}.values())
+def controls(**changes) -> react_run.Choices:
+    """The run controls as the page sends them, Act mode, with `changes`."""
+    return replace(react_run.Choices(mode="Act", fmt="native tool calls", constrained=False, budget=8192),
+                   **changes)
 
 
 @pytest.mark.parametrize("change, says", [
@@ -304,46 +303,46 @@ def controls(**changes) -> list:
     (dict(seed=1.5), "Seed must be a whole number"),
     (dict(task="rm -rf"), "Unknown task"),
     (dict(backend="Magic"), "Unknown backend"),
-    (dict(task=tab.FREE_TEXT, task_text="x" * 2001, backend=tab.LOCAL), "longer than 2,000"),
-    (dict(task=tab.FREE_TEXT, task_text="   ", backend=tab.LOCAL), "Type a task"),
-    (dict(backend=tab.REMOTE, url="file:///etc/passwd", model_name="m"), "http:// or https://"),
-    (dict(backend=tab.REMOTE, url="http://127.0.0.1:11434", model_name=""), "Name the server's"),
+    (dict(task=react_run.FREE_TEXT, task_text="x" * 2001, backend=react_run.LOCAL), "longer than 2,000"),
+    (dict(task=react_run.FREE_TEXT, task_text="   ", backend=react_run.LOCAL), "Type a task"),
+    (dict(backend=react_run.REMOTE, url="file:///etc/passwd", model_name="m"), "http:// or https://"),
+    (dict(backend=react_run.REMOTE, url="http://127.0.0.1:11434", model_name=""), "Name the server's"),
 ])
 def test_bad_controls_are_refused_with_a_sentence(lm, change, says):
     with pytest.raises(ValueError, match=re.escape(says)):
-        tab.checked(lm, *controls(**change))
+        react_run.checked(lm, controls(**change))
 
 
 def test_scripted_replay_needs_a_recorded_task(lm):
-    c = tab.checked(lm, *controls(task=tab.FREE_TEXT, task_text="hello"))
+    c = react_run.checked(lm, controls(task=react_run.FREE_TEXT, task_text="hello"))
     with pytest.raises(ValueError, match="Scripted replay replays a recorded run"):
-        tab.start(c)
+        react_run.start(c)
 
 
 def test_scripted_replay_keeps_the_recorded_mode_and_format(lm):
-    s = tab.start(tab.checked(lm, *controls(task=next(k for k, v in tab.TASKS.items()
+    s = react_run.start(react_run.checked(lm, controls(task=next(k for k, v in react_run.TASKS.items()
                                                       if v == "two-hop-search"), mode="Act")))
-    assert (s.state.mode, s.state.fmt) == ("react", "react") and s.backend.kind == tab.SCRIPTED
+    assert (s.state.mode, s.state.fmt) == ("react", "react") and s.backend.kind == react_run.SCRIPTED
 
 
 def test_fork_continues_the_shown_state_with_new_settings(lm):
-    s = tab.start(tab.checked(lm, *controls()))
-    states = loop.run(s.state, tab.make_backend(s.backend, lm), s.tools)
+    s = react_run.start(react_run.checked(lm, controls()))
+    states = loop.run(s.state, react_run.make_backend(s.backend, lm), s.tools)
     s = replace(s, states=states, index=3)
-    forked = tab.fork(s, tab.checked(lm, *controls(budget=256, reply_tokens=64)))
+    forked = react_run.fork(s, react_run.checked(lm, controls(budget=256, reply_tokens=64)))
     assert len(forked.states) == 4 and forked.states[:3] == states[:3]
     assert forked.state.history == states[3].history and forked.state.settings.context_budget == 256
-    nxt = loop.step(forked.state, tab.make_backend(forked.backend, lm), forked.tools)
+    nxt = loop.step(forked.state, react_run.make_backend(forked.backend, lm), forked.tools)
     assert nxt.stop_reason == StopReason.CONTEXT_FULL
     with pytest.raises(ValueError, match="This state is final"):
-        tab.fork(replace(s, index=len(states) - 1), tab.checked(lm, *controls()))
+        react_run.fork(replace(s, index=len(states) - 1), react_run.checked(lm, controls()))
 
 
 def test_fork_to_another_mode_swaps_the_system_prompt(lm):
-    s = tab.start(tab.checked(lm, *controls()))
+    s = react_run.start(react_run.checked(lm, controls()))
     s = replace(s, states=(s.state, loop.step(s.state, None, s.tools)), index=1)
-    forked = tab.fork(s, tab.checked(lm, *controls(backend=tab.LOCAL, mode="ReAct")))
-    assert forked.state.mode == "react" and forked.backend.kind == tab.LOCAL
+    forked = react_run.fork(s, react_run.checked(lm, controls(backend=react_run.LOCAL, mode="ReAct")))
+    assert forked.state.mode == "react" and forked.backend.kind == react_run.LOCAL
     assert forked.state.history[0] == SystemMessage(system_prompt("react", "native"))
     assert forked.state.history[1:] == s.state.history[1:]
 
@@ -352,8 +351,8 @@ def test_an_exported_run_loads_back_and_replays_the_same_history(lm, tmp_path):
     states, tools = replayed("two-cities", lm.tokenizer)
     path = tmp_path / "run.json"
     path.write_text(json.dumps(record_run(states[-1], tools, "mine")), encoding="utf-8")
-    s = tab.load_session(str(path), lm)
-    again = loop.run(s.state, tab.make_backend(s.backend, lm), s.tools)
+    s = react_run.load_session(str(path), lm)
+    again = loop.run(s.state, react_run.make_backend(s.backend, lm), s.tools)
     assert again[-1].history == states[-1].history and s.title == "mine"
 
 
@@ -366,7 +365,7 @@ def test_a_bad_run_file_is_refused(lm, tmp_path, content, says):
     path = tmp_path / "bad.json"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match=says):
-        tab.load_session(str(path), lm)
+        react_run.load_session(str(path), lm)
 
 
 def test_a_loaded_run_gets_the_same_bounds_as_the_controls(lm, tmp_path):
@@ -376,12 +375,12 @@ def test_a_loaded_run_gets_the_same_bounds_as_the_controls(lm, tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps(d), encoding="utf-8")
     with pytest.raises(ValueError, match="MAX_STEPS must lie in 1 … 20"):
-        tab.load_session(str(path), lm)
+        react_run.load_session(str(path), lm)
 
 
 def test_a_settings_value_is_bounded_before_it_reaches_the_loop():
-    assert tab.checked_settings(8192, "3", "512", 64.0) == Settings(
-        max_steps=3, context_budget=512, max_new_tokens=64, timeout_s=tab.CALL_LIMIT_S)
+    assert react_run.checked_settings(8192, "3", "512", 64.0) == Settings(
+        max_steps=3, context_budget=512, max_new_tokens=64, timeout_s=react_run.CALL_LIMIT_S)
 
 
 def test_growth_chart_splits_each_call_into_its_categories_shares():
@@ -400,3 +399,68 @@ def test_budget_bar_names_every_new_category():
     for label in ("few-shot exemplars", "retrieved documents", "memory", "summary"):
         assert label in view
     assert 'class="rb-seg cat-exemplars"' in view and 'class="rb-seg cat-documents"' in view
+
+
+# --- the OpenAI-compatible server: a choice among the operator's, never a visitor's address -----
+
+@pytest.fixture
+def configured():
+    """Configure agent.remote for one test; the app's configuration comes back after."""
+    from agent import remote
+
+    saved = dict(remote._config)
+    yield remote.configure
+    remote._config.update(saved)
+
+
+@pytest.fixture
+def models_server():
+    """A real HTTP server on loopback that lists two models at /v1/models."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = json.dumps({"data": [{"id": "small"}, {"id": "large"}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_listed_server_is_chosen_by_label_and_lists_its_models(lm, configured, models_server):
+    configured([f"lab={models_server}"], free_url=False)
+    assert react_run.server_labels() == ["lab"]
+    assert react_run.models_of("lab") == ("small", "large")
+    c = react_run.checked(lm, controls(backend=react_run.REMOTE, server="lab", model_name="small"))
+    assert (c.url, c.model) == ("lab", "small")
+
+
+def test_without_free_urls_a_typed_url_reaches_nothing(lm, configured):
+    from agent.remote import RemoteRefused
+
+    configured(["lab=http://10.0.0.2:8000"], free_url=False)
+    with pytest.raises(ValueError, match="Choose a server"):
+        react_run.checked(lm, controls(backend=react_run.REMOTE, server="elsewhere", model_name="m"))
+    with pytest.raises(ValueError, match="No model list from http://127.0.0.1:9/v1.*operator listed"):
+        react_run.models_of("http://127.0.0.1:9/v1")
+    s = react_run.start(react_run.checked(lm, controls(task=react_run.FREE_TEXT, task_text="hi",
+                                                       backend=react_run.REMOTE,
+                                                       url="http://127.0.0.1:9/v1", model_name="m")))
+    with pytest.raises(RemoteRefused, match="operator listed"):
+        react_run.make_backend(s.backend, lm)
+
+
+def test_with_no_server_allowed_the_choice_says_how_to_allow_one(lm, configured):
+    configured([], free_url=False)
+    with pytest.raises(ValueError, match="--remote"):
+        react_run.checked(lm, controls(backend=react_run.REMOTE, model_name="m"))

@@ -6,17 +6,16 @@ import json
 import pytest
 
 from agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolResultMessage, UserMessage
+from agent.parsing import parse_reply, split_thought
 from agent.recording import load_run, shipped_runs, tools_of
 from agent.template import (
     CATEGORIES,
     Fmt,
     Prompt,
     call_text,
-    parse_reply,
     render,
     render_chatml,
     render_prompt,
-    split_thought,
     stop_sequences,
     supports_tools,
     wire_messages,
@@ -56,7 +55,7 @@ def test_react_format_renders_thought_action_and_observation(tok):
                AssistantMessage(thought="Find the author.",
                                 tool_calls=(ToolCall("call_1", "search", '{"query": "Invisible Cities"}'),)),
                ToolResultMessage("call_1", "Invisible Cities is a novel by Italo Calvino."))
-    text = render_prompt(tok, Prompt(history, (SEARCH_TOOL, LOOKUP_TOOL), Fmt.REACT))
+    text = render_prompt(tok, Prompt(history, (SEARCH_TOOL, LOOKUP_TOOL), Fmt.REACT_TEXT))
     assert "\n\nTools:\n- search[query]: Search the encyclopedia" in text
     assert '- lookup[term]: Return the sentences that contain a term, in the named article or in all ' \
            'articles. (or lookup[{"term": …, "article": …}])' in text
@@ -231,6 +230,6 @@ def test_wire_messages_native_keep_structured_calls_and_send_tools():
 
 
 def test_wire_messages_react_are_text_only():
-    messages, tools = wire_messages(Prompt(TRACE, (WEATHER_TOOL,), Fmt.REACT))
+    messages, tools = wire_messages(Prompt(TRACE, (WEATHER_TOOL,), Fmt.REACT_TEXT))
     assert tools == [] and all(set(m) == {"role", "content"} for m in messages)
     assert messages[3] == {"role": "user", "content": "Observation: 12°C, rainy"}

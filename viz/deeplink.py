@@ -10,9 +10,10 @@ them back. The same seed gives the same draws, so a link restores the same view.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
+
+from agent.parameters import number
 
 TABS = ("sampling", "react")
 MAX_PROMPT_CHARS = 2_000  # a link stays a link; longer prompts are typed, not linked
@@ -47,17 +48,11 @@ class Link:
 
 
 def _number(name: str, raw: str, spec: Number):
+    """(value, None) or (None, the problem) for one numeric parameter."""
     try:
-        value = float(raw)
-    except ValueError:
-        return None, f"{name}={raw!r} is not a number"
-    if not math.isfinite(value) or not spec.low <= value <= spec.high:
-        return None, f"{name}={raw!r} is outside {spec.low:g} … {spec.high:g}"
-    if spec.integer:
-        if not value.is_integer():
-            return None, f"{name}={raw!r} is not a whole number"
-        return int(value), None
-    return value, None
+        return number(raw, name, spec.low, spec.high, integer=spec.integer), None
+    except ValueError as e:
+        return None, str(e)
 
 
 def parse(params: dict[str, str], choices: dict[str, tuple[str, ...]]) -> Link:

@@ -47,6 +47,15 @@ body { font-size: var(--body-text-size); }
 .rl-facts { display: flex; flex-wrap: wrap; gap: 0.3em 1.1em; font-size: 0.95rem; }
 .rl-facts .fact-key { opacity: 0.7; }
 .rl-facts .fact-value { font-weight: 600; }
+/* Lecture mode: the header folded to one line (title, the facts that fit, the toolbar); desk mode
+   shows every fact. ":not(.rl-desk *)" — outside desk mode — because Gradio prefixes each rule. */
+.rl-header:not(.rl-desk *) { flex-wrap: nowrap; align-items: center; padding-right: 0; }
+.rl-subtitle:not(.rl-desk *) { display: none; }
+.rl-title:not(.rl-desk *) { font-size: 1.5rem; line-height: 1.2; white-space: nowrap; }
+.rl-facts:not(.rl-desk *) { flex: 1 1 auto; min-width: 0; flex-wrap: nowrap; overflow: hidden;
+  white-space: nowrap; mask-image: linear-gradient(to right, #000 92%, transparent); }
+.rl-toolbar:not(.rl-desk *) { position: static; flex: none; }
+.rl-toolbar:not(.rl-desk *) button { padding: 0 0.6em; }
 .rl-offscreen { position: absolute !important; left: -10000px !important; width: 1px !important;
   height: 1px !important; overflow: hidden !important; }
 .mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
@@ -266,6 +275,14 @@ body { font-size: var(--body-text-size); }
 .rg-key { margin-left: 0.6em; }
 .rg-key.k-bar { color: #2563eb; }
 .rg-key.k-line { color: #d97706; }
+/* Lecture mode on a short projector (1280×720): Next, then the pseudo-code, the history and the
+   stop reason on the first screen; the task controls, the scrub slider and the tour below them. */
+@media (max-height: 820px) {
+  #react-buttons:not(.rl-desk *) { order: -3; }
+  #react-message:not(.rl-desk *) { order: -2; }
+  #react-views:not(.rl-desk *) { order: -1; }
+  #react-buttons:not(.rl-desk *) button { min-height: 0; padding: 0.25em 0.4em; white-space: nowrap; }
+}
 /* end ReAct tab */
 """
 

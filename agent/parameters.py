@@ -1,0 +1,45 @@
+"""The one check for a number a visitor sends: finite, inside [low, high], whole when asked.
+
+Every parameter that arrives from the page, the API or a link goes through ``number``: the sampling
+parameters (agent.sampling.SamplingConfig), the ReAct tab's run settings (viz/react_handlers.py)
+and a deep link's values (viz/deeplink.py). One function, so one wording of the message:
+
+>>> number("3", "MAX_STEPS", 1, 20, integer=True)
+3
+>>> number(float("nan"), "Temperature", 0, 2)
+Traceback (most recent call last):
+...
+ValueError: Temperature must lie in 0 … 2, got nan
+>>> number("x", "Seed", 0, 9, strings=False)
+Traceback (most recent call last):
+...
+ValueError: Seed must be a number, got 'x'
+
+What it does not know: what the number means, or where it came from.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+
+def number(value: object, name: str, low: float, high: float, *, integer: bool = False,
+           strings: bool = True) -> float | int:
+    """`value` as a float (an int when `integer`), or ValueError naming `name` and the bounds.
+
+    A bool is never a number here (a checkbox sent to a number field is a mistake); a string
+    such as "0.7" is read as one unless `strings` is False (typed values, e.g. SamplingConfig).
+    """
+    if isinstance(value, bool) or (isinstance(value, str) and not strings) or not isinstance(
+            value, (str, Real)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(x) or not low <= x <= high:
+        raise ValueError(f"{name} must lie in {low:g} … {high:g}, got {value!r}")
+    if integer and not x.is_integer():
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    return int(x) if integer else x

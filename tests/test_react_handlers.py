@@ -1,0 +1,80 @@
+"""The ReAct tab's handlers on real components (built, not launched): each returns
+{component: value}; the session keeps digests, not HTML; exports go with the session; Run to end is
+bounded per press."""
+
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+import pytest
+
+from viz import react_handlers as h
+from viz import react_run, react_tab
+
+
+@pytest.fixture(scope="module")
+def tab(lm):
+    """(parts, first session) of a built ReAct tab."""
+    first = react_run.start(react_run.checked(lm, react_run.default_choices(lm)))
+    with gr.Blocks():
+        parts = react_tab.layout(lm, first)
+    return parts, first
+
+
+def values(c: react_run.Choices) -> list:
+    return [getattr(c, name) for name in react_run.Choices.__dataclass_fields__]
+
+
+def test_every_run_control_is_a_part_of_the_same_name(tab):
+    p, _ = tab
+    assert [c.label for c in p.choices][:5] == ["Task", "Your task", "Backend", "Mode", "Output format"]
+    assert p.choices[-3:] == [p.url, p.model_name, p.server]
+
+
+def test_the_session_keeps_digests_and_an_unchanged_view_is_not_sent_again(tab, lm):
+    p, first = tab
+    out = h.views(p, lm, first, False)
+    s = out[p.sess]
+    assert len(s.shown) == len(p.views) and all(isinstance(d, int) for d in s.shown)
+    assert set(out) == {p.sess, *p.views, p.scrub}  # nothing shown yet: every view is sent
+    again = h.views(p, lm, s, False)
+    assert set(again) == {p.sess, p.scrub}
+
+
+def test_a_bad_value_is_a_message_and_the_controls_stay(tab, lm):
+    p, first = tab
+    out = h.on_reset(p, lm, first, False, *values(react_run.Choices(max_steps=99, budget=8192)))
+    assert "MAX_STEPS must lie in 1 … 20" in out[p.msg] and p.mode not in out
+    assert out[p.sess].states == first.states
+
+
+def test_exports_live_in_the_sessions_folder_and_go_with_it(tab, lm):
+    p, first = tab
+    s = first
+    for _ in range(3):
+        s = next(h.on_next(p, lm, s, False))[p.sess]
+    out = h.on_png(p, s)
+    s = out[p.sess]
+    out = h.on_export(p, s)
+    s = out[p.sess]
+    assert sorted(os.listdir(s.exports)) == ["react-growth.png", "react-run.json"]
+    assert h.on_export(p, s)[p.sess].exports == s.exports  # a new export replaces the old file
+    h.remove_exports(s)
+    assert not os.path.exists(s.exports)
+
+
+@pytest.mark.parametrize("limit, value, says", [
+    ("MAX_PHASES", 2, "Stopped after 2 phases"),
+    ("MAX_SENT_BYTES", 1, "bytes sent"),
+])
+def test_run_to_end_is_bounded_per_press(tab, lm, monkeypatch, limit, value, says):
+    p, first = tab
+    monkeypatch.setattr(h, limit, value)
+    monkeypatch.setattr(h, "REDRAW_EVERY_S", 0.0)  # every phase redrawn: the bytes add up per phase
+    outs = list(h.on_run(p, lm, first, False))
+    assert says in outs[-1][p.msg]
+    last = outs[-1][p.sess]
+    assert not last.states[-1].done and len(last.states) <= 3
+    if limit == "MAX_PHASES":  # the next press continues where this one stopped
+        assert list(h.on_run(p, lm, last, False))[-1][p.sess].states[-1].done

@@ -1,0 +1,366 @@
+"""The ReAct tab's run, without a page: the controls' values checked, a Session started, forked,
+loaded from a file, stepped (a real model's reply streamed) and drawn as the six views' HTML.
+
+    c = checked(lm, Choices(task=…, backend=LOCAL, …))   # ValueError: a sentence a person can act on
+    s = start(c)            s = fork(s, c)            s = load_session(path, lm)
+    for new_state, text in one_phase(s, lm): …         # text: the reply so far, while it streams
+    html_views(s, lm, show_tokens)                       # (pseudo-code, history, template, budget, growth, stop)
+
+What it knows: the Task, Backend, Mode and Output format choices and their labels, every bound
+on a control (LIMITS, MAX_TASK_CHARS, …) and every run default (`default_choices`) — one place
+for each, read by the layout (viz/react_tab.py), the handlers (viz/react_handlers.py) and the
+deep links. A Session holds the tuple of loop States recorded so far and the index shown; it
+keeps no rendered HTML (only digests of the views last sent, to skip unchanged ones). The
+OpenAI-compatible server is one the operator allowed, chosen by label (or, only where
+agent.remote.free_url_allowed(), a typed URL); agent.remote guards every request to it.
+
+What it does not know: Gradio, or how the loop, a backend, the template or the budget work inside.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlparse
+
+from agent import loop, remote
+from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
+from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
+from agent.messages import SystemMessage
+from agent.parameters import number
+from agent.recording import RecordedRun, load_run, run_from_dict, shipped_runs, start_state, tools_of
+from agent.template import Fmt, Mode, system_prompt
+from agent.tools import TOOLS, Tool
+from viz import react_views as rv
+
+FREE_TEXT = "Free text…"
+TASKS = {  # the Task dropdown → the shipped recorded run it replays (None: the user's own text)
+    "What's the weather in Berlin? (the lecture's trace)": "berlin-weather",
+    "A train travels 345 km in 2.5 hours … (arithmetic)": "arithmetic",
+    "In which country was the author of Invisible Cities born? (two-hop search)": "two-hop-search",
+    "What's the weather in Berlin and in Paris? (two calls, two ids)": "two-cities",
+    "What's the weather in Paris? (a validation error, repaired)": "validation-recovery",
+    FREE_TEXT: None,
+}
+DEFAULT_TASK = next(iter(TASKS))
+LOADED = "Loaded run: "
+SCRIPTED, LOCAL, REMOTE = "Scripted replay", "Local model", "OpenAI-compatible server"
+BACKENDS = (SCRIPTED, LOCAL, REMOTE)
+MODES = {"ReAct": Mode.REACT, "Act": Mode.ACT, "CoT only": Mode.COT}
+FORMATS = {"native tool calls": Fmt.NATIVE, "ReAct text": Fmt.REACT_TEXT}
+MODE_LABEL = {v: k for k, v in MODES.items()}
+FMT_LABEL = {v: k for k, v in FORMATS.items()}
+MAX_TASK_CHARS = 2_000
+MIN_BUDGET = 256
+REMOTE_WINDOW = 1_048_576  # a server's window is unknown: its budget may go up to this
+CALL_LIMIT_S = 60.0  # wall-clock limit of one model call
+STREAM_EVERY_S = 0.1  # a streamed reply is redrawn at most this often
+MAX_RUN_BYTES = 2_000_000
+MAX_RUN_REPLIES = 100
+# (low, high, step) of each numeric setting: the sliders' ranges and the server's checks
+LIMITS = {"max_steps": (1, 20, 1), "reply_tokens": (8, 1024, 8), "temperature": (0, 2, 0.05),
+          "top_p": (0.05, 1, 0.01), "seed": (0, 2**31 - 1, 1)}
+RUN = Settings()  # the run defaults: MAX_STEPS, reply tokens, temperature, top-p, seed
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The run controls as the page sends them (unchecked), in the order of their inputs.
+
+    A field here is a component of the same name in viz/react_tab.Parts; Reset, Fork, the Task
+    dropdown and the tour receive all of them. Defaults: `default_choices`.
+    """
+
+    task: str = DEFAULT_TASK
+    task_text: str = ""
+    backend: str = SCRIPTED
+    mode: str = "Act"
+    fmt: str = "native tool calls"
+    constrained: bool = True
+    temperature: float = RUN.temperature
+    top_p: float = RUN.top_p
+    seed: int = RUN.seed
+    max_steps: int = RUN.max_steps
+    budget: int | None = None  # None: the model's context window
+    reply_tokens: int = RUN.max_new_tokens
+    url: str = ""  # a free server URL: only where remote.free_url_allowed()
+    model_name: str = ""
+    server: str = ""  # the label of a server the operator allowed (remote.servers())
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """How to reach the backend; the backend object is built per call (it may hold the model)."""
+
+    kind: str
+    replies: tuple[BackendReply, ...] = ()
+    url: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Session:
+    """One browser tab's run: every State so far, the one shown, and what the run needs."""
+
+    states: tuple[State, ...]
+    index: int
+    tools: tuple[Tool, ...]
+    backend: BackendSpec
+    title: str
+    loaded: RecordedRun | None = None  # a run loaded from a file, offered as a task
+    shown: tuple[int, ...] = ()  # digests of the views last sent to the page: unchanged ones are skipped
+    exports: str = ""  # this session's folder of exported files (removed when the session ends)
+
+    @property
+    def state(self) -> State:
+        return self.states[self.index]
+
+
+@dataclass(frozen=True)
+class Controls:
+    """The controls, checked and turned into values."""
+
+    task: str
+    user_input: str
+    backend: str
+    mode: Mode
+    fmt: Fmt
+    settings: Settings
+    url: str
+    model: str
+
+
+@lru_cache(maxsize=1)
+def recorded_runs() -> dict[str, RecordedRun]:
+    return {stem: load_run(path) for stem, path in shipped_runs().items()}
+
+
+def default_choices(lm) -> Choices:
+    """The controls as the page starts: the default task's recorded run, its mode and format."""
+    run = recorded_runs()[TASKS[DEFAULT_TASK]]
+    return Choices(mode=MODE_LABEL[run.mode], fmt=FMT_LABEL[run.fmt], budget=lm.context_window)
+
+
+def checked_settings(window: int, max_steps, budget, reply_tokens, temperature=0.0, top_p=1.0,
+                     seed=0, constrained=False) -> Settings:
+    """A run's Settings with every value bounded; ValueError names the first bad one.
+
+    >>> checked_settings(8192, 3, 512, 64).context_budget
+    512
+    """
+    def bounded(value, name, key, integer=True):
+        return number(value, name, LIMITS[key][0], LIMITS[key][1], integer=integer)
+
+    return Settings(
+        max_steps=bounded(max_steps, "MAX_STEPS", "max_steps"),
+        context_budget=number(budget, "Context budget", MIN_BUDGET, window, integer=True),
+        max_new_tokens=bounded(reply_tokens, "Reply tokens", "reply_tokens"),
+        temperature=bounded(temperature, "Temperature", "temperature", False),
+        top_p=bounded(top_p, "Top-p", "top_p", False), seed=bounded(seed, "Seed", "seed"),
+        constrained=bool(constrained), timeout_s=CALL_LIMIT_S)
+
+
+def checked(lm, c: Choices) -> Controls:
+    """The controls as values; ValueError with a sentence a person can act on."""
+    if c.task not in TASKS and not str(c.task).startswith(LOADED):
+        raise ValueError(f"Unknown task {c.task!r}")
+    for value, name, choices in ((c.backend, "backend", BACKENDS), (c.mode, "mode", MODES),
+                                 (c.fmt, "output format", FORMATS)):
+        if value not in choices:
+            raise ValueError(f"Unknown {name} {value!r}")
+    text = str(c.task_text or "").replace("\x00", "").strip()
+    if c.task == FREE_TEXT and not text:
+        raise ValueError("Type a task in “Your task” first.")
+    if len(text) > MAX_TASK_CHARS:
+        raise ValueError(f"The task is longer than {MAX_TASK_CHARS:,} characters.")
+    server, model_name = checked_server(c) if c.backend == REMOTE else ("", "")
+    window = REMOTE_WINDOW if c.backend == REMOTE else lm.context_window
+    settings = checked_settings(window, c.max_steps, c.budget, c.reply_tokens, c.temperature,
+                                c.top_p, c.seed, c.constrained)
+    return Controls(c.task, text, c.backend, MODES[c.mode], FORMATS[c.fmt], settings, server, model_name)
+
+
+def checked_server(c: Choices) -> tuple[str, str]:
+    """(server, model) of the OpenAI-compatible backend: a typed URL (its shape checked here, where
+    it may go checked by agent.remote when the run calls it) or the label of an allowed server."""
+    url, label = str(c.url or "").strip(), str(c.server or "").strip()
+    model_name = str(c.model_name or "").strip()
+    if url:
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or len(url) > 500:
+            raise ValueError(f"The server URL must be http:// or https:// with a host, got {url!r}")
+    elif label not in server_labels():
+        raise ValueError(f"Choose a server under “Server” (one the operator allowed), got {label!r}"
+                         if server_labels() else "No OpenAI-compatible server is allowed here: the "
+                         "operator lists them when starting the app (--remote).")
+    if not model_name or len(model_name) > 200:
+        raise ValueError("Name the server's model (at most 200 characters), e.g. qwen2.5:7b")
+    return url or label, model_name
+
+
+def server_labels() -> list[str]:
+    """The servers a visitor may choose (the operator's --remote list)."""
+    return [s.label for s in remote.servers()]
+
+
+def models_of(server: str) -> tuple[str, ...]:
+    """The model ids a server lists (GET /v1/models through agent.remote's guard); ValueError
+    with the guard's or the server's reason."""
+    try:
+        return remote.list_models(server)
+    except BackendError as e:
+        raise ValueError(f"No model list from {server}: {e}") from None
+
+
+def run_for(task: str, loaded: RecordedRun | None) -> RecordedRun | None:
+    """The recorded run behind a Task choice (None for free text)."""
+    if str(task).startswith(LOADED):
+        return loaded
+    return recorded_runs()[TASKS[task]] if TASKS.get(task) else None
+
+
+def start(c: Controls, loaded: RecordedRun | None = None) -> Session:
+    """A new run from the controls: the state before line 1. A scripted replay keeps the
+    recorded run's mode and format (its replies were written for them)."""
+    run = run_for(c.task, loaded)
+    if c.backend == SCRIPTED:
+        if run is None:
+            raise ValueError("Scripted replay replays a recorded run: choose a recorded task, or "
+                             "the Local model for your own text.")
+        state = start_state(run, c.settings)
+        spec = BackendSpec(SCRIPTED, run.replies)
+        return Session((state,), 0, tools_of(run), spec, run.title, loaded)
+    user_input = run.user_input if run else c.user_input
+    state = loop.new_state(user_input, c.mode, c.fmt, c.settings)
+    spec = BackendSpec(c.backend, url=c.url, model=c.model)
+    return Session((state,), 0, tools_of(run) if run else TOOLS, spec,
+                   run.title if run else "Your task", loaded)
+
+
+def fork(s: Session, c: Controls) -> Session:
+    """The shown state continued with the controls' settings and backend (and, for a model, mode
+    and format: the system prompt is swapped); the states after it are dropped."""
+    state = s.state
+    if state.done:
+        raise ValueError("This state is final: step Back to an earlier state, then Fork from here.")
+    if c.backend == SCRIPTED:
+        run = run_for(c.task, s.loaded)
+        replies = s.backend.replies if s.backend.kind == SCRIPTED else run.replies if run else None
+        if replies is None:
+            raise ValueError("Scripted replay needs a recorded run to replay.")
+        spec, mode, fmt = BackendSpec(SCRIPTED, replies), state.mode, state.fmt
+    else:
+        spec, mode, fmt = BackendSpec(c.backend, url=c.url, model=c.model), c.mode, c.fmt
+    history = state.history
+    if (mode, fmt) != (state.mode, state.fmt) and history and isinstance(history[0], SystemMessage):
+        history = (SystemMessage(system_prompt(mode, fmt)),) + history[1:]
+    forked = replace(state, settings=c.settings, mode=mode, fmt=fmt, history=history,
+                     note=f"forked here: {c.backend}, {mode} mode, {fmt} format")
+    return replace(s, states=s.states[:s.index] + (forked,), backend=spec,
+                   title=s.title.removesuffix(" (forked)") + " (forked)")
+
+
+def load_session(path: str, lm) -> Session:
+    """A run file of the recorded-run format → a scripted session replaying it; ValueError for
+    anything unusable (its settings get the same bounds as the controls)."""
+    p = Path(str(path))
+    if p.stat().st_size > MAX_RUN_BYTES:
+        raise ValueError(f"A run file has at most {MAX_RUN_BYTES:,} bytes.")
+    try:
+        run = run_from_dict(json.loads(p.read_text(encoding="utf-8")))
+        if len(run.replies) > MAX_RUN_REPLIES or len(run.user_input) > MAX_TASK_CHARS:
+            raise ValueError(f"at most {MAX_RUN_REPLIES} replies and a task of "
+                             f"{MAX_TASK_CHARS:,} characters can be replayed here")
+        s = run.settings
+        settings = checked_settings(lm.context_window, s.max_steps, s.context_budget or
+                                    lm.context_window, s.max_new_tokens)
+        tools = tools_of(run)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        raise ValueError(f"Not a run this tab can replay: {e.__class__.__name__}: {e}") from None
+    run = replace(run, settings=settings, title=str(run.title or p.stem)[:120])
+    state = start_state(run, settings)
+    return Session((state,), 0, tools, BackendSpec(SCRIPTED, run.replies), run.title, run)
+
+
+def make_backend(spec: BackendSpec, lm):
+    if spec.kind == SCRIPTED:
+        return ScriptedBackend(spec.replies, lm.tokenizer, lm.context_window)
+    if spec.kind == LOCAL:
+        return LocalBackend(lm)
+    return remote.backend_for(spec.url, spec.model)
+
+
+def streamed(call: Callable[[Callable[[str], None]], State]) -> Iterator[tuple[State | None, str]]:
+    """Run call(on_token) in a worker thread; yield (None, text so far) while tokens arrive, then
+    (new state, text). A call past its wall-clock limit plus a grace period is given up."""
+    pieces: queue.SimpleQueue = queue.SimpleQueue()
+    box: dict = {}
+    done = object()
+
+    def work():
+        try:
+            box["state"] = call(pieces.put)
+        except Exception as e:  # noqa: BLE001 — re-raised below, in the listener's thread
+            box["error"] = e
+        finally:
+            pieces.put(done)
+
+    threading.Thread(target=work, daemon=True, name="react-model-call").start()
+    text, shown, deadline = "", 0.0, time.monotonic() + CALL_LIMIT_S + 30
+    while (item := _get(pieces)) is not done:
+        text += item or ""
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the model call did not end within {CALL_LIMIT_S + 30:g} s")
+        if text and time.monotonic() - shown >= STREAM_EVERY_S:
+            shown = time.monotonic()
+            yield None, text
+    if "error" in box:
+        raise box["error"]
+    yield box["state"], text
+
+
+def _get(pieces: queue.SimpleQueue):
+    try:
+        return pieces.get(timeout=STREAM_EVERY_S)
+    except queue.Empty:
+        return None
+
+
+def one_phase(s: Session, lm) -> Iterator[tuple[State | None, str]]:
+    """One phase from the newest state; a real model's reply streams."""
+    state, backend = s.states[-1], make_backend(s.backend, lm)
+    if state.phase != Phase.CALL_MODEL or s.backend.kind == SCRIPTED:
+        yield loop.step(state, backend, s.tools), ""
+        return
+    yield from streamed(lambda on_token: loop.step(state, backend, s.tools, on_token=on_token))
+
+
+def frame_of(s: Session, lm) -> rv.Frame:
+    """The data of the shown state's views. A server's model has no tokenizer here: its string
+    is the ChatML rendering and its counts are estimates."""
+    remote = s.backend.kind == REMOTE
+    return rv.frame(s.states, s.index, s.tools, None if remote else lm.tokenizer,
+                    DEFAULT_CONTEXT_WINDOW if remote else lm.context_window)
+
+
+def specials_of(s: Session, lm) -> tuple[str, ...]:
+    if s.backend.kind == REMOTE:
+        return ("<|im_start|>", "<|im_end|>")
+    return tuple(getattr(lm.tokenizer, "all_special_tokens", ()) or ())
+
+
+def html_views(s: Session, lm, show_tokens) -> tuple[str, ...]:
+    """(pseudo-code, history, template, budget, growth, stop) of the shown state."""
+    f = frame_of(s, lm)
+    label = ("no tokenizer for the server's model: ⌈characters / 4⌉"
+             if s.backend.kind == REMOTE else f"{lm.name} tokenizer")
+    return (rv.pseudocode_view(f.state), rv.history_view(f.state, f.new_history),
+            rv.template_view(f, specials_of(s, lm), show_tokens=bool(show_tokens)),
+            rv.budget_view(f.breakdown, label, f.usage), rv.growth_view(f.state.usage),
+            rv.stop_view(f.state))
