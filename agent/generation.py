@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent import sampling
+from agent import sampling, stops
 
 STOP_EOS = "end of sequence"
 STOP_SEQUENCE = "stop sequence"
@@ -125,9 +125,8 @@ def _generate(lm, prompt_ids, config, rng, grammar, max_new_tokens, stop, time_l
         text = lm.decode(ids)
         if on_token is not None:
             on_token(t.token, text)
-        hit = next((s for s in stop if s and s in text), None)
-        if hit is not None:
-            text = text[: text.index(hit)]
+        text, hit = stops.cut(text, stop)
+        if hit:
             reason = STOP_SEQUENCE
             break
     return Generation(tuple(ids), text, tuple(probs), reason, time.monotonic() - start)
