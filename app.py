@@ -23,6 +23,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read by gradio whe
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 QUEUE_SIZE = 64  # requests waiting at most; beyond that a user is told the server is busy
+SESSION_CAPACITY = 400  # sessions whose state is kept; past it the oldest is dropped (a class is ~30–60)
 
 
 def build_demo(lm):
@@ -214,6 +215,7 @@ def launch_kwargs() -> dict:
         run_history=False,
         allowed_paths=[os.path.join(here, "assets")],
         max_file_size="2mb",
+        state_session_capacity=SESSION_CAPACITY,
         app_kwargs={"middleware": [Middleware(SecurityHeaders)]},
     )
 
