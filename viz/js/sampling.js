@@ -61,18 +61,22 @@ function _softmax(z, temperature, top, allowed) {
   return e;
 }
 
-// temperature: the mask and temperature stages (sampling._before_truncation).
-function temperature(z, allowed, config) {
-  const n = z.length;
-  const only = allowed.every((a) => a) ? null : allowed;
-  let masked = z;
-  if (only) masked = Float32Array.from(z, (v, i) => (only[i] ? v : -Infinity));
-  const order = descendingOrder(masked);
-  let zmax = -Infinity;
-  for (let i = 0; i < n; i++) if (z[i] > zmax) zmax = z[i];
-  const probsModel = _softmax(z, 1.0, zmax, null);
-  const top = masked[order[0]];
-  const probsMasked = only ? _softmax(z, 1.0, top, only) : probsModel;
+// temperature: the mask and temperature stages (sampling._before_truncation). What does not
+// depend on T (the order, P, P') is kept in `memo` when one is given: a slider move on the same
+// position then costs one tempered softmax, not a sort of the whole vocabulary.
+function temperature(z, allowed, config, memo = null) {
+  if (!memo || !memo.order) {
+    const only = allowed.every((a) => a) ? null : allowed;
+    const masked = only ? Float32Array.from(z, (v, i) => (only[i] ? v : -Infinity)) : z;
+    const order = descendingOrder(masked);
+    let zmax = -Infinity;
+    for (let i = 0; i < z.length; i++) if (z[i] > zmax) zmax = z[i];
+    const probsModel = _softmax(z, 1.0, zmax, null);
+    const top = masked[order[0]];
+    const probsMasked = only ? _softmax(z, 1.0, top, only) : probsModel;
+    memo = Object.assign(memo || {}, {only, masked, order, probsModel, top, probsMasked});
+  }
+  const {only, masked, order, probsModel, top, probsMasked} = memo;
   if (config.temperature === 0) {
     return {order, probsModel, probsMasked, scaled: masked, probsTemperature: _scatter([1], order)};
   }
@@ -188,7 +192,8 @@ function draw(probs, order, u) {
 // trace: mask -> temperature -> top_k -> top_p -> min_p -> draw, every stage kept
 // (sampling.trace). z: Float32Array logits; mask: null or a 0/1 array (1 = in A(s_t));
 // u: the session's uniform draw, or null (nothing drawn: token = argmax).
-function trace(z, config, mask = null, u = null) {
+// memo: an object kept per position (same z and mask) to skip the sort on the next call.
+function trace(z, config, mask = null, u = null, memo = null) {
   const n = z.length;
   const allowed = new Uint8Array(n);
   let nAllowed = 0;
@@ -199,7 +204,7 @@ function trace(z, config, mask = null, u = null) {
   if (nAllowed === 0) throw new Error("no token can be sampled: A(s_t) is empty or every logit is -inf");
   const greedy = config.temperature === 0;
   if (greedy) u = null;
-  const {order, probsModel, probsMasked, scaled, probsTemperature} = temperature(z, allowed, config);
+  const {order, probsModel, probsMasked, scaled, probsTemperature} = temperature(z, allowed, config, memo);
   const alive = greedy ? 1 : nAllowed;
   const sortedTemperature = Float64Array.from(order.subarray(0, alive), (i) => probsTemperature[i]);
   const afterK = top_k(sortedTemperature, config.top_k);
