@@ -452,7 +452,8 @@ def _settings_column() -> dict:
         apply = gr.Button("Apply grammar")
     with gr.Row():
         n_bars = gr.Slider(5, MAX_BARS, value=20, step=1, label="Bars shown", elem_id="sampling-bars")
-        axis = gr.Radio(["Linear", "Log"], value="Linear", label="Axis", elem_id="sampling-axis")
+        axis = gr.Radio(["Linear", "Log"], value="Linear", label="Axis", elem_id="sampling-axis",
+                        interactive=True)  # no server listener: the page reads it
     seed = gr.Number(value=0, precision=0, label="Seed", minimum=0, maximum=2**31 - 1)
     with gr.Row():
         link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")
