@@ -40,6 +40,13 @@ body { font-size: var(--body-text-size); }
 .gradio-container { max-width: 100% !important; }
 .rl-header { display: flex; flex-wrap: wrap; align-items: baseline; gap: 0.4em 1.5em; position: relative;
   padding-right: 24em; }
+/* The header folds to one line (a projector's first screen is for the tabs): the facts run on in
+   one line and end in an ellipsis; the subtitle and the full facts are in the title tooltip. */
+.rl-header { flex-wrap: nowrap; white-space: nowrap; overflow: hidden; }
+.rl-header .rl-title { font-size: 1.4rem; flex: none; }
+.rl-header .rl-subtitle { display: none; }
+.rl-header .rl-facts { flex-wrap: nowrap; overflow: hidden; text-overflow: ellipsis; min-width: 0; display: block; }
+.rl-header .rl-facts .fact { margin-right: 1.1em; }
 .rl-toolbar { position: absolute; right: 0; top: 0.2em; }
 #link-message:not(:has(.msg)) { display: none; }
 .rl-title { font-size: 2rem; font-weight: 700; }
