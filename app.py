@@ -53,7 +53,7 @@ def build_demo(lm):
             return out or [gr.skip()] * len(load_outputs)  # Gradio reads an empty dict as one value
 
         load_outputs = [tabs, link_message, *sampling_outputs, *react_outputs]
-        demo.load(restore, None, load_outputs, api_name=False)
+        demo.load(restore, None, load_outputs, api_name=False, show_progress="hidden")  # no spinner on load
     return demo
 
 

@@ -372,6 +372,16 @@ CHART_TEMPLATE = (
     '<div id="${readout_id}" class="rl-readout-host"></div><div id="${constraint_id}" class="rl-creadout-host"></div>'
     "</div>"
 )
+PRESETS_CSS = """
+.rl-usecases { display: grid; gap: 0.2em; font-size: 0.8em; }
+.rl-usecases-title { font-weight: 600; opacity: 0.8; }
+.rl-usecase { display: flex; gap: 0.6em; align-items: baseline; text-align: left; padding: 0.15em 0.5em;
+  border-radius: 6px; border: 1px solid rgba(127,127,127,0.35); background: transparent; cursor: pointer;
+  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; color: inherit; }
+.rl-usecase b { flex: none; }
+.rl-usecase span { opacity: 0.75; overflow: hidden; text-overflow: ellipsis; font-size: 0.85em; }
+.rl-usecase:hover, .rl-usecase:focus-visible { border-color: var(--color-accent); }
+"""
 PRESETS_JS = """
 element.addEventListener('click', (e) => {
   const b = e.target.closest('[data-preset]');
@@ -410,42 +420,49 @@ def _use_cases_html() -> str:
 
 
 def _prompt_row(first) -> dict:
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=6):
+    """One row: Prompt, Run prompt, the mode, the examples (a projector's first screen is short)."""
+    with gr.Row(equal_height=False, elem_id="sampling-prompt-row"):
+        with gr.Column(scale=5, min_width=240):  # a column each: Gradio would stack adjacent inputs in one form
             prompt = gr.Textbox(label="Prompt", value=first.prompt, lines=1, max_lines=6,
                                 max_length=cont.MAX_PROMPT_CHARS)
-            with gr.Accordion("The exact string sent to the model", open=False):
-                prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string",
-                                        interactive=False)
-        with gr.Column(scale=2, min_width=260):
-            mode = gr.Radio(list(PROMPT_MODES), value=PROMPT_MODES[0], label="Send the prompt as")
-        with gr.Column(scale=3, min_width=300):
-            example = gr.Dropdown(list(EXAMPLES), value=DEFAULT_EXAMPLE, label="Example prompts")
+        with gr.Column(scale=1, min_width=140):
             run = gr.Button("Run prompt", variant="primary", elem_id="run-prompt")
-    return dict(prompt=prompt, prompt_string=prompt_string, mode=mode, example=example, run=run)
+        with gr.Column(scale=2, min_width=330):
+            mode = gr.Radio(list(PROMPT_MODES), value=PROMPT_MODES[0], label="Send the prompt as")
+        with gr.Column(scale=3, min_width=240):
+            example = gr.Dropdown(list(EXAMPLES), value=DEFAULT_EXAMPLE, label="Example prompts")
+    return dict(prompt=prompt, mode=mode, example=example, run=run)
 
 
-def _slider(lo, hi, value, step, label, name, elem_id) -> gr.Slider:
-    s = gr.Slider(lo, hi, value=value, step=step, label=label, elem_id=elem_id)
-    if name in EXPLAIN:
-        gr.Markdown(EXPLAIN[name], latex_delimiters=LATEX, elem_classes="explain")
-    return s
+def _explanations(vocab_size: int) -> None:
+    """The lecture's formulas for each setting, in one fold under the sliders (a projector's first
+    screen keeps the sliders and the chart)."""
+    with gr.Accordion("What each setting does (the lecture's formulas)", open=False, elem_id="sampling-explain"):
+        gr.Markdown(
+            "**Sampling: from logits to a token.** The model outputs one logit $z_i$ per token of its "
+            f"{vocab_size:,}-token vocabulary; softmax turns them into $P(W_t\\mid W_{{1:t-1}})$; "
+            "a sampling rule picks the next token.",
+            latex_delimiters=LATEX, elem_id="sampling-intro",
+        )
+        for name, label in (("temperature", "Temperature"), ("top_k", "Top-k"), ("top_p", "Top-p"),
+                            ("min_p", "Min-p"), ("constraint", "Constraint")):
+            gr.Markdown(f"**{label}.** {EXPLAIN[name]}", latex_delimiters=LATEX, elem_classes="explain")
 
 
-def _settings_column() -> dict:
+def _settings_column(vocab_size: int) -> dict:
     with gr.Accordion("Guided tour (lecture order)", open=False):
         tour_md = gr.Markdown("Press **Next stop** to begin: softmax → temperature → top-k → top-p → "
                               "constrained decoding.", elem_id="sampling-tour")
         with gr.Row():
             tour_prev = gr.Button("◀ Previous stop", size="sm")
             tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
-    gr.HTML(_use_cases_html(), elem_id="sampling-presets", js_on_load=PRESETS_JS)
-    temperature = _slider(0, 3, 1.0, 0.05, "Temperature", "temperature", "sampling-temperature")
-    top_k = _slider(0, 200, 0, 1, "Top-k", "top_k", "sampling-top-k")
-    top_p = _slider(0.05, 1, 1.0, 0.01, "Top-p", "top_p", "sampling-top-p")
-    min_p = _slider(0, 1, 0.0, 0.01, "Min-p", "min_p", "sampling-min-p")
+    gr.HTML(_use_cases_html(), elem_id="sampling-presets", js_on_load=PRESETS_JS, css_template=PRESETS_CSS)
+    temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature")
+    top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k", elem_id="sampling-top-k")
+    top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p", elem_id="sampling-top-p")
+    min_p = gr.Slider(0, 1, value=0.0, step=0.01, label="Min-p", elem_id="sampling-min-p")
     constraint = gr.Dropdown(CONSTRAINT_CHOICES, value=NO_CONSTRAINT, label="Constraint")
-    gr.Markdown(EXPLAIN["constraint"], latex_delimiters=LATEX, elem_classes="explain")
+    _explanations(vocab_size)
     with gr.Accordion("Custom grammar", open=False) as custom_box:
         kind = gr.Radio(list(KIND_LABELS.values()), value=KIND_LABELS["regex"], label="Grammar kind")
         source = gr.Code(value=r"[0-9]{4}-[0-9]{2}-[0-9]{2}", language=None, label="Grammar", interactive=True)
@@ -489,7 +506,10 @@ def _views_column(lm, first, tokens_url: str) -> dict:
             ask_btn = gr.Button("Run asking vs enforcing", elem_id="btn-asking")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="btn-asking-stop")
         asking = gr.HTML("", elem_id="asking-vs-enforcing")
-    return dict(msg=msg, continuation=continuation, sample_btn=sample_btn, greedy_btn=greedy_btn,
+    with gr.Accordion("The exact string sent to the model", open=False):
+        prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string", interactive=False)
+    return dict(prompt_string=prompt_string, msg=msg, continuation=continuation, sample_btn=sample_btn,
+                greedy_btn=greedy_btn,
                 back_btn=back_btn, reroll_btn=reroll_btn, chart=chart, n_draws=n_draws, many_btn=many_btn,
                 hist=hist, n_runs=n_runs, ask_btn=ask_btn, stop_btn=stop_btn, asking=asking)
 
@@ -515,16 +535,10 @@ def layout(lm, first: cont.Continuation, tokens_url: str) -> Controls:
     ttl = SESSION_TTL_S
     parts = dict(state=gr.State(first, time_to_live=ttl), own_state=gr.State(None, time_to_live=ttl),
                  tour_at=gr.State(-1, time_to_live=ttl))
-    gr.Markdown(
-        "**Sampling: from logits to a token.** The model outputs one logit $z_i$ per token of its "
-        f"{lm.vocab_size:,}-token vocabulary; softmax turns them into $P(W_t\\mid W_{{1:t-1}})$; "
-        "a sampling rule picks the next token.",
-        latex_delimiters=LATEX, elem_id="sampling-intro",
-    )
     parts |= _prompt_row(first)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=360):
-            parts |= _settings_column()
+            parts |= _settings_column(lm.vocab_size)
         with gr.Column(scale=7):
             parts |= _views_column(lm, first, tokens_url)
     parts |= _own_numbers(tokens_url)

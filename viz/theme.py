@@ -42,10 +42,10 @@ body { font-size: var(--body-text-size); }
   padding-right: 24em; }
 /* The header folds to one line (a projector's first screen is for the tabs): the facts run on in
    one line and end in an ellipsis; the subtitle and the full facts are in the title tooltip. */
-.rl-header { flex-wrap: nowrap; white-space: nowrap; overflow: hidden; }
+.rl-header { flex-wrap: nowrap; white-space: nowrap; }
 .rl-header .rl-title { font-size: 1.4rem; flex: none; }
 .rl-header .rl-subtitle { display: none; }
-.rl-header .rl-facts { flex-wrap: nowrap; overflow: hidden; text-overflow: ellipsis; min-width: 0; display: block; }
+.rl-header .rl-facts { flex: 1 1 auto; overflow: hidden; text-overflow: ellipsis; min-width: 0; display: block; }
 .rl-header .rl-facts .fact { margin-right: 1.1em; }
 .rl-toolbar { position: absolute; right: 0; top: 0.2em; }
 #link-message:not(:has(.msg)) { display: none; }
