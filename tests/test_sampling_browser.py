@@ -99,7 +99,8 @@ def continuation_tokens(page) -> int:
 
 
 def wait_tokens(page, n: int) -> None:
-    expect(page.locator("#continuation .continuation")).to_have_attribute("data-tokens", str(n))
+    """A step runs the model: on a loaded shared CPU it can take seconds, so wait up to 30 s."""
+    expect(page.locator("#continuation .continuation")).to_have_attribute("data-tokens", str(n), timeout=30_000)
 
 
 def test_sample_greedy_and_back_change_the_continuation(page, lm):

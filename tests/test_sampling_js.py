@@ -20,6 +20,7 @@ from agent import sampling
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 JS = Path(__file__).resolve().parent.parent / "viz" / "js" / "sampling.js"
+VIEW_JS = JS.with_name("sampling_view.js")
 TOL = 1e-6
 
 RUN = """([logits, mask, configs]) => {
@@ -57,6 +58,7 @@ def js_page(browser):
     page = context.new_page()
     page.set_content("<html><body></body></html>")
     page.add_script_tag(path=str(JS))
+    page.add_script_tag(path=str(VIEW_JS))
     yield page
     context.close()
 
@@ -150,3 +152,20 @@ def test_minus_inf_logits_over_the_whole_vocabulary(js_page, model_logits):
     mask[int(np.nanargmax(np.where(np.isfinite(logits), logits, -1e30)))] = True
     _check(js_page, logits, None, _configs(np.random.default_rng(7), 10))
     _check(js_page, logits, mask, _configs(np.random.default_rng(8), 10))
+
+
+def test_token_text_in_the_page_chart_is_shown_as_text_and_never_runs(js_page):
+    html = js_page.evaluate("""() => {
+      const names = ['<img src=x onerror="window.__pwned=1">', '${window.__pwned2=1}', '`'];
+      const t = trace(new Float32Array([0, 0, 0]), samplingConfig(), null, 0.5);
+      t.position = Int32Array.from([0, 1, 2]);
+      const top = topN(t, 3, Int32Array.from([0, 1, 2]));
+      const out = distributionChart(top, (i) => names[i], new Set(), {masked: false, topP: 1, logAxis: false,
+                                    greedy: false, chartId: 'x'}) + readout(t, (i) => names[i], 0);
+      document.body.innerHTML = out;
+      return out;
+    }""")
+    assert "<img" not in html and "${" not in html and "`" not in html
+    js_page.wait_for_timeout(100)
+    assert js_page.evaluate("() => [window.__pwned, window.__pwned2]") == [None, None]
+    assert '&#60;img src=x' in html
