@@ -43,19 +43,38 @@ def build_demo(lm):
         choices = {**sampling_tab.LINK_CHOICES, **react_tab.LINK_CHOICES}
 
         def restore(request: gr.Request):
-            """Open the view a deep link describes (?tab=…&prompt=…&temperature=… or ?tab=react&task=…)."""
+            """Open what a deep link names, and only that (?tab=…&prompt=…&temperature=… or
+            ?tab=react&task=…): without a link nothing changes, so a visitor who has already
+            clicked is never undone."""
             params = dict(request.query_params) if request is not None else {}
             link = deeplink.parse(params, choices)
-            note = "Ignored in the link: " + "; ".join(link.problems) if link.problems else ""
             values = link.values
+            out = {}
+            if link.problems:
+                out[link_message] = render.notice("Ignored in the link: " + "; ".join(link.problems))
+            if "tab" in values:
+                out[tabs] = gr.Tabs(selected=values["tab"])
             tab = values.get("tab", "sampling")
-            sampling = sampling_restore(values) if values and tab == "sampling" else (gr.skip(),) * len(
-                sampling_outputs)
-            react = react_restore(values) if tab == "react" else (gr.skip(),) * len(react_outputs)
-            return (gr.Tabs(selected=tab), render.notice(note), *sampling, *react)
+            if values and tab == "sampling":
+                out |= sampling_restore(values)
+            if tab == "react" and values:
+                out |= _named(react_outputs, react_restore(values))
+            return out or [gr.skip()] * len(load_outputs)  # Gradio reads an empty dict as one value
 
-        demo.load(restore, None, [tabs, link_message, *sampling_outputs, *react_outputs], api_name=False)
+        load_outputs = [tabs, link_message, *sampling_outputs, *react_outputs]
+        demo.load(restore, None, load_outputs, api_name=False, show_progress="hidden")  # no spinner on load
     return demo
+
+
+def _named(outputs, values) -> dict:
+    """A restore function's result as {component: value}, whether it returned a dict or a tuple
+    in the order of `outputs`; skipped values are left out."""
+    import gradio as gr
+
+    if isinstance(values, dict):
+        return values
+    skip = gr.skip()
+    return {c: v for c, v in zip(outputs, values, strict=True) if not (isinstance(v, dict) and v == skip)}
 
 
 # Events that run the model, by handler name (stable across api_name changes): they share one

@@ -2,39 +2,58 @@
 
 Each case must give a clear message, keep the app serving, and leave the session's work intact;
 another session must never notice. Gradio enforces a Textbox's max_length only in the browser, so
-the server checks every bound itself.
+the server checks every bound itself. Outputs are read by name (viz.sampling_tab.POSITION_OUTPUTS),
+never by position. Slider moves no longer reach the server at all (tests/test_sampling_browser.py).
 """
 
 from __future__ import annotations
 
+import base64
 import html
 
+import numpy as np
 import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
+from viz.sampling_tab import POSITION_OUTPUTS
+
 pytestmark = [pytest.mark.model, pytest.mark.browser]
-SLIDERS = (1.0, 0, 1.0, 0.0, 20, "Linear")  # temperature, top-k, top-p, min-p, bars, axis
-MSG = 3  # index of the message in the outputs of run_prompt / sample / redraw …
+SETTINGS = (1.0, 0, 1.0, 0.0)  # temperature, top-k, top-p, min-p: what Sample and a pick draw under
+SHOWN = tuple(n for n in POSITION_OUTPUTS if n != "state")  # the API leaves the State (and layout) out
+OUTPUTS = {"/sample_n": ("hist", "msg"), "/asking": ("asking", "msg"),
+           "/own_numbers": ("own_chart", "msg"), "/example": ("prompt", "mode", *SHOWN)}
+
+
+def call(client, endpoint: str, *args) -> dict:
+    """One API call; its outputs by name ("msg", "chart", "continuation", …)."""
+    out = client.predict(*args, api_name=endpoint)
+    names = OUTPUTS.get(endpoint, SHOWN)
+    return dict(zip(names, out if isinstance(out, (tuple, list)) else (out,), strict=True))
+
+
+def message(out: dict) -> str:
+    return html.unescape(out["msg"] or "") if isinstance(out.get("msg"), str) else ""
 
 
 @pytest.fixture
 def client(app_url):
     c = Client(app_url, verbose=False)
-    out = c.predict("The capital of France is", "Raw text", 0, *SLIDERS, api_name="/run_prompt")
-    assert out[MSG] == ""
+    out = call(c, "/run_prompt", "The capital of France is", "Raw text", 0)
+    assert message(out) == ""
     return c
 
 
 def continuation_of(client) -> str:
-    out = client.predict(*SLIDERS, api_name="/reroll")  # any step returns the continuation view
-    return out[4]
+    return call(client, "/reroll", *SETTINGS)["continuation"]  # any step returns the continuation view
 
 
-def still_serving(client) -> None:
-    """The session still answers a slider move with a full chart and no error."""
-    out = client.predict(*SLIDERS, api_name="/redraw")
-    assert 'class="ntc' in out[0] and out[3] == ""
+def still_serving(client) -> dict:
+    """The session still answers a step with a whole position and no error."""
+    out = call(client, "/reroll", *SETTINGS)
+    logits = np.frombuffer(base64.b64decode(out["chart"]["logits"]), dtype="<f4")
+    assert logits.size == out["chart"]["vocab"] and message(out) == ""
+    return out
 
 
 PROMPTS = [
@@ -44,12 +63,12 @@ PROMPTS = [
 ]
 
 
-@pytest.mark.parametrize("name, prompt, message", PROMPTS, ids=[p[0] for p in PROMPTS])
-def test_bad_prompts_get_a_message_and_keep_the_work(client, name, prompt, message):
-    client.predict(*SLIDERS, api_name="/greedy")  # some work: " Paris"
+@pytest.mark.parametrize("name, prompt, expected", PROMPTS, ids=[p[0] for p in PROMPTS])
+def test_bad_prompts_get_a_message_and_keep_the_work(client, name, prompt, expected):
+    call(client, "/greedy", *SETTINGS)  # some work: " Paris"
     before = continuation_of(client)
-    out = client.predict(prompt, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
-    assert message in out[MSG]
+    out = call(client, "/run_prompt", prompt, "Raw text", 0)
+    assert expected in message(out)
     assert continuation_of(client) == before
     still_serving(client)
 
@@ -67,38 +86,42 @@ ODD_PROMPTS = [
 
 @pytest.mark.parametrize("name, prompt", ODD_PROMPTS, ids=[p[0] for p in ODD_PROMPTS])
 def test_unusual_text_is_continued_and_rendered_inert(client, name, prompt):
-    out = client.predict(prompt, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
-    assert out[MSG] == ""
-    for view in out[:5]:
-        for bad in ("<script", "<img", "${", "`", "{{", "\x00"):
-            assert bad not in view
-    out = client.predict(*SLIDERS, api_name="/greedy")
-    assert out[MSG] == ""
+    out = call(client, "/run_prompt", prompt, "Raw text", 0)
+    assert message(out) == ""
+    for bad in ("<script", "<img", "${", "`", "{{", "\x00"):
+        assert bad not in out["continuation"]
+    assert message(call(client, "/greedy", *SETTINGS)) == ""
     still_serving(client)
 
 
-SETTINGS = [
-    ("fractional top-k", (1.0, 2.5, 1.0, 0.0, 20, "Linear"), "whole number"),
-    ("unknown axis", (1.0, 0, 1.0, 0.0, 20, "Sideways"), None),
+BAD_SETTINGS = [
+    ("fractional top-k", (1.0, 2.5, 1.0, 0.0), "whole number"),
+    ("top-p zero", (1.0, 0, 0.0, 0.0), None),
 ]
 
 
-@pytest.mark.parametrize("name, sliders, message", SETTINGS, ids=[s[0] for s in SETTINGS])
-def test_out_of_range_settings_sent_through_the_api(client, name, sliders, message):
+@pytest.mark.parametrize("name, settings, expected", BAD_SETTINGS, ids=[s[0] for s in BAD_SETTINGS])
+def test_out_of_range_settings_sent_through_the_api(client, name, settings, expected):
     try:
-        out = client.predict(*sliders, api_name="/redraw")
-    except AppError as exc:  # Gradio's own server-side check of a slider's bounds or a radio's choices
-        assert "value" in str(exc).lower() or "choice" in str(exc).lower()
+        out = call(client, "/sample", *settings)
+    except AppError as exc:  # Gradio's own server-side check of a slider's bounds
+        assert "value" in str(exc).lower()
     else:
-        assert message in out[MSG]
+        assert expected in message(out)
     still_serving(client)
 
 
 @pytest.mark.parametrize("value", [-1.0, 3.5, 1e308])
 def test_slider_values_beyond_bounds_are_refused_by_the_server(client, value):
     with pytest.raises(AppError):
-        client.predict(value, 0, 1.0, 0.0, 20, "Linear", api_name="/redraw")
+        call(client, "/sample", value, 0, 1.0, 0.0)
     still_serving(client)
+
+
+def test_the_redraw_endpoint_is_gone(client):
+    """A slider move is the page's own work: no endpoint exists that a class could flood with redraws."""
+    with pytest.raises(ValueError, match="redraw"):
+        client.predict(*SETTINGS, 20, "Linear", api_name="/redraw")
 
 
 GRAMMARS = [
@@ -111,20 +134,18 @@ GRAMMARS = [
 ]
 
 
-@pytest.mark.parametrize("name, kind, source, message", GRAMMARS, ids=[g[0] for g in GRAMMARS])
-def test_malformed_grammars_show_the_library_message_and_keep_the_previous_one(client, name, kind, source, message):
-    ok = client.predict("yes / no / maybe", *SLIDERS, api_name="/constraint")
-    assert "yes / no / maybe" in ok[2]  # the constraint readout
+@pytest.mark.parametrize("name, kind, source, expected", GRAMMARS, ids=[g[0] for g in GRAMMARS])
+def test_malformed_grammars_show_the_library_message_and_keep_the_previous_one(client, name, kind, source, expected):
+    ok = call(client, "/constraint", "yes / no / maybe")
+    assert ok["chart"]["constraint"]["name"] == "yes / no / maybe"  # the constraint readout's grammar
     try:
-        out = client.predict(kind, source, *SLIDERS, api_name="/apply_grammar")
+        out = call(client, "/apply_grammar", kind, source)
     except AppError:
-        assert message is None  # a radio value outside its choices: Gradio refuses it
+        assert expected is None  # a radio value outside its choices: Gradio refuses it
     else:
-        assert message in out[MSG] and "previous grammar stays" in out[MSG]
-        assert "<script" not in out[MSG]
-    out = client.predict(*SLIDERS, api_name="/redraw")
-    assert "yes / no / maybe" in out[2]  # the previous valid grammar is still on
-    still_serving(client)
+        assert expected in message(out) and "previous grammar stays" in message(out)
+        assert "<script" not in out["msg"]
+    assert still_serving(client)["chart"]["constraint"]["name"] == "yes / no / maybe"  # still on
 
 
 NUMBERS = [
@@ -138,50 +159,48 @@ NUMBERS = [
 ]
 
 
-@pytest.mark.parametrize("name, text, message", NUMBERS, ids=[n[0] for n in NUMBERS])
-def test_bad_own_numbers(client, name, text, message):
-    out = client.predict(text, "Probabilities", *SLIDERS, api_name="/own_numbers")
-    assert message in html.unescape(out[2])
+@pytest.mark.parametrize("name, text, expected", NUMBERS, ids=[n[0] for n in NUMBERS])
+def test_bad_own_numbers(client, name, text, expected):
+    assert expected in message(call(client, "/own_numbers", text, "Probabilities"))
     still_serving(client)
 
 
 COUNTS = [
-    ("/sample_n", 10**9, "N draws must lie in"),
-    ("/sample_n", -3, "N draws must lie in"),
-    ("/asking", 10_000, "N must lie in"),
-    ("/seed", -5, "seed must lie in"),
-    ("/pick", "not-a-token", "invalid literal"),
-    ("/pick", "999999999:1", "outside the vocabulary"),
+    ("/sample_n", (10**9, *SETTINGS, 20), "N draws must lie in"),
+    ("/sample_n", (-3, *SETTINGS, 20), "N draws must lie in"),
+    ("/asking", (10_000, *SETTINGS), "N runs must lie in"),
+    ("/seed", (-5,), "seed must lie in"),
+    ("/pick", ("not-a-token", *SETTINGS), "invalid literal"),
+    ("/pick", ("999999999:1", *SETTINGS), "outside the vocabulary"),
 ]
 
 
-@pytest.mark.parametrize("endpoint, value, message", COUNTS, ids=[f"{c[0]} {c[1]}" for c in COUNTS])
-def test_bad_counts_and_ids(client, endpoint, value, message):
+@pytest.mark.parametrize("endpoint, args, expected", COUNTS, ids=[f"{c[0]} {c[1][0]}" for c in COUNTS])
+def test_bad_counts_and_ids(client, endpoint, args, expected):
     """Either Gradio's server-side bound check of the Number refuses it, or our own check does."""
     try:
-        out = client.predict(value, *SLIDERS, api_name=endpoint)
+        out = call(client, endpoint, *args)
     except AppError as exc:
         assert "than maximum value" in str(exc) or "than minimum value" in str(exc)
     else:
-        msg = out[1] if endpoint in ("/sample_n", "/asking") else out[MSG]
-        assert message in html.unescape(msg)
+        assert expected in message(out)
     still_serving(client)
 
 
 def test_sessions_never_see_each_other(app_url):
     a, b = Client(app_url, verbose=False), Client(app_url, verbose=False)
-    a.predict("The capital of France is", "Raw text", 0, *SLIDERS, api_name="/run_prompt")
-    b.predict("Once upon a time", "Raw text", 1, *SLIDERS, api_name="/run_prompt")
-    a_out = a.predict(*SLIDERS, api_name="/greedy")
-    b.predict("", "Raw text", 0, *SLIDERS, api_name="/run_prompt")  # b's bad input
-    b_out = b.predict(*SLIDERS, api_name="/greedy")
-    assert 'data-text=" Paris"' in a_out[4]
-    assert "Once upon a time" in b_out[4] and "France" not in b_out[4]
+    call(a, "/run_prompt", "The capital of France is", "Raw text", 0)
+    call(b, "/run_prompt", "Once upon a time", "Raw text", 1)
+    a_out = call(a, "/greedy", *SETTINGS)
+    call(b, "/run_prompt", "", "Raw text", 0)  # b's bad input
+    b_out = call(b, "/greedy", *SETTINGS)
+    assert 'data-text=" Paris"' in a_out["continuation"]
+    assert "Once upon a time" in b_out["continuation"] and "France" not in b_out["continuation"]
 
 
 def test_choosing_custom_opens_the_editor_and_keeps_the_view(client):
-    out = client.predict("Custom…", *SLIDERS, api_name="/constraint")
-    assert "Write a grammar below" in out[MSG] and 'class="ntc' in out[0]
-    out = client.predict("Regular expression", "[0-9]{3}", *SLIDERS, api_name="/apply_grammar")
-    assert "Constraint on: Custom" in out[MSG]
-    assert "allowed tokens" in out[2]
+    out = call(client, "/constraint", "Custom…")
+    assert "Write a grammar below" in message(out)
+    out = call(client, "/apply_grammar", "Regular expression", "[0-9]{3}")
+    assert "Constraint on: Custom" in message(out)
+    assert out["chart"]["constraint"]["name"] == "Custom" and out["chart"]["mask"]

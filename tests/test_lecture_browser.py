@@ -20,6 +20,7 @@ def tokens(page) -> str:
 
 def test_body_text_is_at_least_22px_in_lecture_mode_and_smaller_at_the_desk(page):
     size = lambda: float(page.evaluate("() => getComputedStyle(document.body).fontSize").rstrip("px"))
+    page.get_by_text("What each setting does").click()  # the lecture's formulas, folded under the sliders
     paragraph = page.locator("#tab-sampling .explain p").first
     paragraph.wait_for()  # Markdown renders after the tab itself
     prose = paragraph.evaluate("(p) => getComputedStyle(p).fontSize")

@@ -99,7 +99,8 @@ def continuation_tokens(page) -> int:
 
 
 def wait_tokens(page, n: int) -> None:
-    expect(page.locator("#continuation .continuation")).to_have_attribute("data-tokens", str(n))
+    """A step runs the model: on a loaded shared CPU it can take seconds, so wait up to 30 s."""
+    expect(page.locator("#continuation .continuation")).to_have_attribute("data-tokens", str(n), timeout=30_000)
 
 
 def test_sample_greedy_and_back_change_the_continuation(page, lm):
@@ -195,3 +196,40 @@ def test_bad_own_numbers_get_a_message(page):
     page.get_by_label("Your own numbers").fill("0.5, banana")
     page.get_by_role("button", name="Show my numbers").click()
     expect(page.locator("#sampling-message")).to_contain_text("'banana' is not a number")
+
+
+def chart_text(page) -> str:
+    return page.locator("#next-token-chart .rl-chart-host").inner_text()
+
+
+# In an order where each move changes what is shown (min-p first: after top-k = 3 it would cut nothing).
+MOVES = [("Temperature", "ArrowRight"), ("Min-p", "ArrowRight"), ("Top-p", "ArrowLeft"), ("Top-k", "ArrowRight"),
+         ("Bars shown", "ArrowRight")]
+
+
+def test_every_slider_repaints_in_the_page_and_no_request_leaves_it(page):
+    sent: list[str] = []
+    expect(page.locator("#next-token-chart .tok-row")).to_have_count(20)
+    page.wait_for_timeout(1500)  # the page load's own events (deep-link restore) end first
+    page.on("request", lambda r: sent.append(f"{r.method} {r.url}"))
+    for label, key in MOVES:
+        before = chart_text(page)
+        move_slider(page, label, key, 3)
+        page.wait_for_function(
+            "(before) => document.querySelector('#next-token-chart .rl-chart-host').innerText !== before", arg=before
+        )
+    before = chart_text(page)
+    page.locator("#sampling-axis").get_by_label("Log").check()
+    page.wait_for_function(
+        "(before) => document.querySelector('#next-token-chart .rl-chart-host').innerText !== before", arg=before
+    )
+    expect(page.locator("#next-token-chart .ntc-foot")).to_contain_text("log axis")
+    page.wait_for_timeout(500)  # anything a move might still send
+    assert sent == []
+
+
+def test_a_use_case_preset_sets_the_sliders_in_the_page(page, logits):
+    page.get_by_role("button", name="Preset: An answer").click()
+    expect(page.get_by_role("slider", name="Temperature")).to_have_value("0.7")
+    expect(page.get_by_role("slider", name="Top-p")).to_have_value("0.9")
+    expect_chart_matches(page, logits, sampling.SamplingConfig(temperature=0.7, top_p=0.9))

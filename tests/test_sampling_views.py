@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import numpy as np
 import pytest
 
 from agent import continuation as cont
 from agent import sampling, topn
-from viz import charts, render
+from viz import charts, position, render
 
 LECTURE = np.log(np.array([0.4, 0.3, 0.25, 0.03, 0.02]))
 
@@ -56,14 +59,24 @@ def test_escape_neutralises_html_and_js_template_syntax():
     assert render.token_html("␠a<b>").startswith('<span class="vs">␠</span>a&lt;b&gt;')
 
 
-def test_chart_renders_token_text_inert():
-    logits = np.zeros(3, dtype=np.float32)
-    t = sampling.trace(logits, sampling.SamplingConfig())
-    html = charts.distribution_chart(
-        topn.top_n(t, 3), ["<img src=x onerror=alert(1)>", "${alert(1)}", "`"],
-        masked=False, top_p=1.0, log_axis=False, greedy=False,
-    )
-    assert "<img" not in html and "${" not in html and "`" not in html
+def test_a_position_carries_float32_logits_and_the_mask_as_bits():
+    logits = np.array([0.5, -np.inf, 1e-7, -3.25], dtype=np.float32)
+    mask = np.array([True, False, True, True])
+    c = cont.Continuation(prompt="p", chat=False, prompt_text="p", prompt_ids=(1,), truncated=0, ids=(),
+                          chosen_probs=(), logits=logits, seed=0, draws=0, u=0.25, finished=False, mask=mask)
+    sent = position.position(c, vocab_size=4)
+    back = np.frombuffer(base64.b64decode(sent["logits"]), dtype="<f4")
+    assert np.array_equal(back, logits)  # bit for bit, -inf included
+    bits = np.unpackbits(np.frombuffer(base64.b64decode(sent["mask"]), dtype=np.uint8), bitorder="little")[:4]
+    assert bits.astype(bool).tolist() == mask.tolist()
+    assert sent["u"] == 0.25 and sent["constraint"] is None
+
+
+def test_token_strings_are_written_once_under_their_content_hash(tmp_path):
+    a = position.token_asset(["a", "␠b"], {1}, tmp_path)
+    b = position.token_asset(["a", "␠b"], {1}, tmp_path)
+    assert a == b and a.name.startswith("tokens-") and len(list(tmp_path.iterdir())) == 1
+    assert json.loads(a.read_text(encoding="utf-8")) == {"strings": ["a", "␠b"], "special": [1]}
 
 
 def test_bar_width_linear_and_log():

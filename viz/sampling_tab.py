@@ -1,19 +1,34 @@
 """The Sampling tab (lecture Part I): a real model's next-token distribution under temperature,
 top-k, top-p, min-p and a grammar's mask, and token-by-token generation.
 
-Layout and listeners only. Each listener takes the session's Continuation (agent/continuation.py)
-and the controls, calls agent/ for every number, and renders with viz/charts.py. A slider move
-re-enters at sampling.trace on the cached logits: it never runs the model.
+Three named parts a newcomer finds by name:
+
+- `layout(lm, first)` places the components and returns them as one `Controls` structure;
+- the handlers (`on_run`, `on_step`, `on_pick`, …) are module-level functions that take the
+  controls' values by name and return `{component: value}`; they call agent/ for every number;
+- `wire(lm, ui)` connects events to handlers.
+
+The sampling math of a slider move runs in the page: when a position's logits are ready the server
+sends them once (viz/position.py), and viz/js/sampling.js recomputes the trace in the lecture's
+order while viz/js/sampling_view.js draws the chart, the readout, the curve and the constraint
+readout. Temperature, Top-k, Top-p, Min-p, Bars shown and Axis have no server listener: a slider
+move sends no request. The server still runs agent.sampling for its own draws (Sample, a clicked
+token's probability, Sample ×N, asking vs enforcing).
 """
 
 from __future__ import annotations
+
+import functools
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
 
 import gradio as gr
 
 from agent import continuation as cont
 from agent import enforcing, sampling, topn
 from agent.constraints import PRESETS, ConstraintViolation, Grammar, GrammarError
-from viz import charts, deeplink, tour
+from viz import charts, deeplink, position, tour
 
 EXAMPLES = {
     "A fact: The capital of France is": ("The capital of France is", False),
@@ -33,8 +48,24 @@ KIND_LABELS = {"choice": "Choice list", "regex": "Regular expression", "json_sch
 MAX_N_DRAWS = 10_000
 MAX_BARS = 100
 MAX_GRAMMAR_CHARS = 20_000
+MAX_OWN_CHARS = 20_000
+SESSION_TTL_S = 2 * 60 * 60  # a session's state is dropped two hours after its last change
 LINK_CHOICES = {"mode": PROMPT_MODES, "constraint": (NO_CONSTRAINT, *PRESETS)}
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
+JS_DIR = Path(__file__).resolve().parent / "js"
+SETTINGS = ("temperature", "top_k", "top_p", "min_p")
+# What a position change returns, by name (the API leaves out the State): tests read by these names.
+POSITION_OUTPUTS = ("state", "chart", "msg", "continuation", "prompt_string")
+
+# Sampling by use case (lecture, "Sampling Parameters by Use Case"): (label, settings, reason).
+USE_CASES = (
+    ("A tool call or a test", {"temperature": 0, "top_k": 0, "top_p": 1.0, "min_p": 0.0},
+     "one valid output: T = 0 is greedy and reproducible, so runs are comparable"),
+    ("An answer", {"temperature": 0.7, "top_k": 0, "top_p": 0.9, "min_p": 0.0},
+     "a few acceptable outputs: top-p stays at 0.9 and only T is adjusted, one parameter at a time"),
+    ("Variety", {"temperature": 1.0, "top_k": 0, "top_p": 0.95, "min_p": 0.0},
+     "the goal is variety: T ≈ 1 keeps the model's own P, top-p 0.95 removes only the tail"),
+)
 
 EXPLAIN = {
     "temperature": r"$P_T(i)=e^{z_i/T}\,/\,\sum_j e^{z_j/T}$ · $T\to0$: all mass on $\arg\max_i z_i$ "
@@ -50,6 +81,62 @@ EXPLAIN = {
 }
 
 
+@dataclass
+class Controls:
+    """Every component of the Sampling tab, by name."""
+
+    state: gr.State
+    own_state: gr.State
+    tour_at: gr.State
+    prompt: gr.Textbox
+    prompt_string: gr.Code
+    mode: gr.Radio
+    example: gr.Dropdown
+    run: gr.Button
+    tour_md: gr.Markdown
+    tour_prev: gr.Button
+    tour_next: gr.Button
+    temperature: gr.Slider
+    top_k: gr.Slider
+    top_p: gr.Slider
+    min_p: gr.Slider
+    constraint: gr.Dropdown
+    custom_box: gr.Accordion
+    kind: gr.Radio
+    source: gr.Code
+    apply: gr.Button
+    n_bars: gr.Slider
+    axis: gr.Radio
+    seed: gr.Number
+    link_btn: gr.Button
+    link_box: gr.Textbox
+    msg: gr.HTML
+    continuation: gr.HTML
+    sample_btn: gr.Button
+    greedy_btn: gr.Button
+    back_btn: gr.Button
+    reroll_btn: gr.Button
+    chart: gr.HTML
+    n_draws: gr.Number
+    many_btn: gr.Button
+    hist: gr.HTML
+    n_runs: gr.Number
+    ask_btn: gr.Button
+    stop_btn: gr.Button
+    asking: gr.HTML
+    own_text: gr.Textbox
+    own_kind: gr.Radio
+    own_btn: gr.Button
+    own_chart: gr.HTML
+    pick: gr.Textbox
+
+    def __getitem__(self, names: str) -> list:
+        """ui["state temperature top_k"]: the components named, in that order."""
+        return [getattr(self, n) for n in names.split()]
+
+
+# ---- values the server checks (every one can arrive through the API) ---------------------------
+
 def _settings(temperature, top_k, top_p, min_p) -> sampling.SamplingConfig:
     """Controls → a checked SamplingConfig; values sent through the API get the same checks."""
     try:
@@ -63,123 +150,372 @@ def _settings(temperature, top_k, top_p, min_p) -> sampling.SamplingConfig:
         raise ValueError(f"Sampling settings: {exc}") from None
 
 
-def _view_options(n_bars, axis) -> tuple[int, bool]:
+def _whole(name: str, value, low: int, high: int) -> int:
     try:
-        n = int(float(n_bars))
+        n = int(float(value))
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"Bars shown must be a number, got {n_bars!r}") from None
-    if not 1 <= n <= MAX_BARS:
-        raise ValueError(f"Bars shown must lie in 1 … {MAX_BARS}, got {n}")
-    return n, axis == "Log"
+        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+    if not low <= n <= high:
+        raise ValueError(f"{name} must lie in {low:,} … {high:,}, got {n:,}")
+    return n
 
 
-def views(lm, c: cont.Continuation, config: sampling.SamplingConfig, n_bars: int, log_axis: bool):
-    """(chart, readout+curve, constraint readout) for one continuation and one setting."""
-    trace = sampling.trace(c.logits, config, mask=c.mask, u=c.u)
-    top = topn.top_n(trace, n_bars)
-    chart = charts.distribution_chart(
-        top, lm.token_strings, masked=c.mask is not None, top_p=config.top_p,
-        log_axis=log_axis, greedy=trace.greedy, special_ids=lm.special_ids,
-    )
-    read = charts.readout(trace, lm.token_strings, truncated=c.truncated) + charts.cumulative_curve(
-        top, None if trace.greedy else trace.u
-    )
-    return chart, read, charts.constraint_readout(c, trace, lm)
+def _seed(value) -> int:
+    return _whole("The seed", value, 0, 2**31 - 1)
 
+
+# ---- what the server sends ----------------------------------------------------------------------
 
 def continuation_html(lm, c: cont.Continuation) -> str:
     pieces = [lm.decode([i]) if i not in lm.special_ids else lm.token_strings[i] for i in c.ids]
     return charts.continuation_view(c.prompt_text, pieces, c.chosen_probs, finished=c.finished)
 
 
-def build(lm):
-    """Lay out the Sampling tab for a loaded model and wire its listeners.
+def shown(lm, ui: Controls, c: cont.Continuation, note: str = "") -> dict:
+    """Every view of a new position: the state, the position for the page, the continuation."""
+    return {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: charts.message(note, "info"),
+            ui.continuation: continuation_html(lm, c), ui.prompt_string: c.prompt_text}
 
-    Returns (outputs, restore): the components a deep link sets, and the function that computes
-    their values from a parsed link (app.py calls it on page load).
-    """
-    first = cont.start(lm, *EXAMPLES[DEFAULT_EXAMPLE], seed=0)
-    default = sampling.SamplingConfig()
-    chart0, read0, cread0 = views(lm, first, default, 20, False)
 
-    state = gr.State(first)
-    gr.Markdown(
-        "**Sampling: from logits to a token.** The model outputs one logit $z_i$ per token of its "
-        f"{lm.vocab_size:,}-token vocabulary; softmax turns them into $P(W_t\\mid W_{{1:t-1}})$; "
-        "a sampling rule picks the next token.",
-        latex_delimiters=LATEX,
+def failed(ui: Controls, exc) -> dict:
+    """An error leaves every view and the session as they were, with a message."""
+    return {ui.msg: charts.message(str(exc), "error")}
+
+
+# ---- handlers: module-level, named values in, {component: value} out ---------------------------
+
+def on_run(lm, ui, prompt, mode, state, seed):
+    try:
+        new = cont.start(lm, prompt, mode == PROMPT_MODES[1], _seed(seed), state.grammar)
+    except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
+        return failed(ui, exc)
+    note = (
+        f"The prompt was longer than this tab's limit of {len(new.prompt_ids):,} tokens (the model's window is "
+        f"{lm.context_window:,}): {new.truncated:,} tokens were cut from the left." if new.truncated else ""
     )
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=6):
-            prompt = gr.Textbox(
-                label="Prompt", value=first.prompt, lines=1, max_lines=6, max_length=cont.MAX_PROMPT_CHARS
-            )
-            with gr.Accordion("The exact string sent to the model", open=False):
-                prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string",
-                                        interactive=False)
-        with gr.Column(scale=2, min_width=260):
-            mode = gr.Radio(list(PROMPT_MODES), value=PROMPT_MODES[0], label="Send the prompt as")
-        with gr.Column(scale=3, min_width=300):
-            example = gr.Dropdown(list(EXAMPLES), value=DEFAULT_EXAMPLE, label="Example prompts")
+    return shown(lm, ui, new, note)
+
+
+def on_example(lm, ui, example, state, seed):
+    if example not in EXAMPLES:
+        return failed(ui, ValueError(f"Unknown example {example!r}"))
+    text, chat = EXAMPLES[example]
+    out = on_run(lm, ui, text, PROMPT_MODES[int(chat)], state, seed)
+    return out if ui.state not in out else {ui.prompt: text, ui.mode: PROMPT_MODES[int(chat)], **out}
+
+
+def on_step(lm, ui, action, state, temperature, top_k, top_p, min_p):
+    """Sample (draw with u under the settings), Greedy, Back, or a new draw u."""
+    try:
+        if action == "sample":
+            t = sampling.trace(state.logits, _settings(temperature, top_k, top_p, min_p), mask=state.mask, u=state.u)
+            new = cont.append(lm, state, t.token, t.token_prob, consume_u=not t.greedy)
+        elif action == "greedy":
+            t = sampling.trace(state.logits, sampling.SamplingConfig(temperature=0), mask=state.mask)
+            new = cont.append(lm, state, t.token, t.token_prob, consume_u=False)
+        elif action == "back":
+            new = cont.back(lm, state)
+        else:
+            new = cont.reroll(state)
+    except (cont.PromptError, ValueError) as exc:
+        return failed(ui, exc)
+    return shown(lm, ui, new)
+
+
+def on_pick(lm, ui, pick, state, temperature, top_k, top_p, min_p):
+    """A clicked token row ("id:click") is appended with the final probability it has now."""
+    if not pick:
+        return {}
+    try:
+        token = int(str(pick).split(":")[0])
+        if not 0 <= token < lm.vocab_size:
+            raise ValueError(f"Token id {token} is outside the vocabulary.")
+        t = sampling.trace(state.logits, _settings(temperature, top_k, top_p, min_p), mask=state.mask, u=state.u)
+        new = cont.append(lm, state, token, float(t.probs[token]), consume_u=False)
+    except (cont.PromptError, ValueError) as exc:
+        return failed(ui, exc)
+    return shown(lm, ui, new)
+
+
+def on_seed(lm, ui, seed, state):
+    try:
+        new = cont.start(lm, state.prompt, state.chat, _seed(seed), state.grammar)
+    except (cont.PromptError, ValueError) as exc:
+        return failed(ui, exc)
+    return shown(lm, ui, new, f"Seed {new.seed}: the continuation starts again with the same draws.")
+
+
+def _with_grammar(lm, ui, grammar, state):
+    try:
+        new = cont.with_grammar(lm, state, grammar)
+    except (GrammarError, ConstraintViolation, ValueError) as exc:
+        return failed(ui, f"{exc} — the previous grammar stays.")
+    return shown(lm, ui, new, "" if grammar is None else f"Constraint on: {grammar.name or grammar.kind}.")
+
+
+def on_constraint(lm, ui, constraint, state):
+    if constraint == CUSTOM:
+        return {ui.custom_box: gr.Accordion(open=True),
+                ui.msg: charts.message("Write a grammar below and press Apply grammar.", "info")}
+    if constraint == NO_CONSTRAINT:
+        return _with_grammar(lm, ui, None, state)
+    if constraint not in PRESETS:
+        return failed(ui, ValueError(f"Unknown constraint {constraint!r}"))
+    return _with_grammar(lm, ui, PRESETS[constraint], state)
+
+
+def on_apply(lm, ui, kind, source, state):
+    kinds = {v: k for k, v in KIND_LABELS.items()}
+    if kind not in kinds:
+        return failed(ui, ValueError(f"Unknown grammar kind {kind!r}"))
+    if not isinstance(source, str) or len(source) > MAX_GRAMMAR_CHARS:
+        return failed(ui, ValueError(f"A grammar is text of at most {MAX_GRAMMAR_CHARS:,} characters."))
+    return _with_grammar(lm, ui, Grammar(kinds[kind], source, "Custom"), state)
+
+
+def on_many(lm, ui, n_draws, state, temperature, top_k, top_p, min_p, n_bars):
+    try:
+        n = _whole("N draws", n_draws, 1, MAX_N_DRAWS)
+        rows = _whole("Bars shown", n_bars, 1, MAX_BARS)
+        t = sampling.trace(state.logits, _settings(temperature, top_k, top_p, min_p), mask=state.mask, u=state.u)
+        h = topn.histogram(t, cont.sample_many(state, t.probs, n), rows=rows)
+    except ValueError as exc:
+        return failed(ui, exc)
+    return {ui.hist: charts.histogram_view(h, lm.token_strings), ui.msg: ""}
+
+
+def on_own(lm, ui, own_text, own_kind, state):
+    """Typed numbers become a position of their own, drawn by the same page code as the model's."""
+    try:
+        if not isinstance(own_text, str) or len(own_text) > MAX_OWN_CHARS:
+            raise ValueError(f"type at most {MAX_OWN_CHARS:,} characters of numbers")
+        logits = sampling.parse_numbers(own_text, "probs" if own_kind == "Probabilities" else "logits")
+    except ValueError as exc:
+        return failed(ui, f"Your own numbers: {exc}")
+    return {ui.own_state: logits, ui.own_chart: position.own_numbers(logits, state.u), ui.msg: ""}
+
+
+def on_asking(lm, ui, n_runs, state, temperature, top_k, top_p, min_p):
+    try:
+        n = _whole("N runs", n_runs, 1, enforcing.MAX_RUNS)
+        config = _settings(temperature, top_k, top_p, min_p)
+        grammar = state.grammar or PRESETS[DEFAULT_ASKING]
+        json_kind = grammar.kind == "json_schema"
+        comp = None
+        for comp in enforcing.compare(lm, state.prompt, grammar, config, state.seed, n=n):
+            yield {ui.asking: charts.comparison_view(comp, json_kind=json_kind, running=True), ui.msg: ""}
+        yield {ui.asking: charts.comparison_view(comp, json_kind=json_kind, running=False),
+               ui.msg: charts.message(comp.note) if comp.note else ""}
+    except (TypeError, ValueError, OverflowError, GrammarError) as exc:
+        yield failed(ui, exc)
+
+
+def on_tour(lm, ui, delta, tour_at, state, prompt, mode, temperature, top_k, top_p, min_p):
+    """Go to the next or previous stop: its settings (accumulated from the first stop) and text."""
+    i = max(0, min(len(tour.SAMPLING_TOUR) - 1, int(tour_at) + delta))
+    settings = {}
+    for stop in tour.SAMPLING_TOUR[: i + 1]:
+        settings.update(stop.settings)
+    if "example" in settings:
+        prompt, chat = EXAMPLES[settings["example"]]
+        mode = PROMPT_MODES[int(chat)]
+    name = settings.get("constraint", NO_CONSTRAINT)
+    try:
+        new = cont.start(lm, prompt, mode == PROMPT_MODES[1], state.seed, PRESETS.get(name))
+    except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
+        return failed(ui, exc)
+    now = dict(zip(SETTINGS, (temperature, top_k, top_p, min_p), strict=True))
+    return {ui.tour_md: tour.stop_markdown(tour.SAMPLING_TOUR, i), ui.tour_at: i, ui.prompt: prompt, ui.mode: mode,
+            **{getattr(ui, k): settings.get(k, v) for k, v in now.items()},
+            ui.n_bars: 20, ui.axis: "Linear", ui.constraint: name, **shown(lm, ui, new)}
+
+
+def on_link(prompt, mode, temperature, top_k, top_p, min_p, constraint, seed):
+    values = {"tab": "sampling", "prompt": prompt if len(str(prompt)) <= deeplink.MAX_PROMPT_CHARS else None,
+              "mode": mode, "temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+              "constraint": constraint if constraint != CUSTOM else None, "seed": seed}
+    link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
+    return deeplink.query(link.values)
+
+
+def restore(lm, ui, first: cont.Continuation, values: dict) -> dict:
+    """What a deep link names, and nothing else: its controls, and a new position only when it
+    names the prompt, the mode, the seed or the constraint (a slider alone is drawn by the page)."""
+    out = {getattr(ui, k): values[k] for k in (*SETTINGS, "seed") if k in values}
+    if "mode" in values:
+        out[ui.mode] = values["mode"]
+    if "prompt" in values:
+        out[ui.prompt] = values["prompt"]
+    if "constraint" in values:
+        out[ui.constraint] = values["constraint"]
+    if not {"prompt", "mode", "seed", "constraint"} & values.keys():
+        return out
+    chat = values.get("mode", PROMPT_MODES[int(first.chat)]) == PROMPT_MODES[1]
+    try:
+        c = cont.start(lm, values.get("prompt", first.prompt), chat, values.get("seed", 0),
+                       PRESETS.get(values.get("constraint", NO_CONSTRAINT)))
+    except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
+        return {**out, **failed(ui, exc)}
+    views = shown(lm, ui, c)
+    del views[ui.msg]  # a blank message must not race with one the visitor has just caused
+    return {**out, **views}
+
+
+# ---- layout ---------------------------------------------------------------------------------------
+
+def _page_js() -> str:
+    """The page's sampling code, read from its files (no bundler): the math, then the views."""
+    return "\n".join((JS_DIR / name).read_text(encoding="utf-8") for name in ("sampling.js", "sampling_view.js"))
+
+
+CHART_TEMPLATE = (
+    '<div class="rl-chart-host"></div><div class="rl-readouts">'
+    '<div id="${readout_id}" class="rl-readout-host"></div><div id="${constraint_id}" class="rl-creadout-host"></div>'
+    "</div>"
+)
+PRESETS_CSS = """
+.rl-usecases { display: grid; gap: 0.2em; font-size: 0.8em; }
+.rl-usecases-title { font-weight: 600; opacity: 0.8; }
+.rl-usecase { display: flex; gap: 0.6em; align-items: baseline; text-align: left; padding: 0.15em 0.5em;
+  border-radius: 6px; border: 1px solid rgba(127,127,127,0.35); background: transparent; cursor: pointer;
+  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; color: inherit; }
+.rl-usecase b { flex: none; }
+.rl-usecase span { opacity: 0.75; overflow: hidden; text-overflow: ellipsis; font-size: 0.85em; }
+.rl-usecase:hover, .rl-usecase:focus-visible { border-color: var(--color-accent); }
+"""
+PRESETS_JS = """
+element.addEventListener('click', (e) => {
+  const b = e.target.closest('[data-preset]');
+  if (!b) return;
+  for (const [id, v] of Object.entries(JSON.parse(b.dataset.preset))) {
+    const el = document.querySelector(`#${id} input[type="range"]`);
+    if (!el) continue;
+    el.value = v;
+    el.dispatchEvent(new Event('input', {bubbles: true}));
+    el.dispatchEvent(new Event('change', {bubbles: true}));
+  }
+});
+"""
+
+
+def _chart(value, elem_id: str, readout_id: str, constraint_id: str, tokens_url: str, pickable: bool) -> gr.HTML:
+    return gr.HTML(value, elem_id=elem_id, html_template=CHART_TEMPLATE,
+                   js_on_load=_page_js() + "\nmountSampling(element, props, watch);",
+                   readout_id=readout_id, constraint_id=constraint_id, tokens_url=tokens_url,
+                   chart_id=elem_id, pickable=pickable)
+
+
+def _use_cases_html() -> str:
+    import json
+
+    from viz.render import esc
+
+    ids = {"temperature": "sampling-temperature", "top_k": "sampling-top-k", "top_p": "sampling-top-p",
+           "min_p": "sampling-min-p"}
+    buttons = "".join(
+        f'<button type="button" class="rl-usecase" data-preset="{esc(json.dumps({ids[k]: v for k, v in s.items()}))}"'
+        f' title="{esc(why)}" aria-label="Preset: {esc(label)}"><b>{esc(label)}</b><span>{esc(why)}</span></button>'
+        for label, s, why in USE_CASES
+    )
+    return f'<div class="rl-usecases"><span class="rl-usecases-title">Sampling by use case</span>{buttons}</div>'
+
+
+def _prompt_row(first) -> dict:
+    """One row: Prompt, Run prompt, the mode, the examples (a projector's first screen is short)."""
+    with gr.Row(equal_height=False, elem_id="sampling-prompt-row"):
+        with gr.Column(scale=5, min_width=240):  # a column each: Gradio would stack adjacent inputs in one form
+            prompt = gr.Textbox(label="Prompt", value=first.prompt, lines=1, max_lines=6,
+                                max_length=cont.MAX_PROMPT_CHARS)
+        with gr.Column(scale=1, min_width=140):
             run = gr.Button("Run prompt", variant="primary", elem_id="run-prompt")
-    tour_at = gr.State(-1)
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=3, min_width=360):
-            with gr.Accordion("Guided tour (lecture order)", open=False):
-                tour_md = gr.Markdown("Press **Next stop** to begin: softmax → temperature → top-k → top-p → "
-                                      "constrained decoding.", elem_id="sampling-tour")
-                with gr.Row():
-                    tour_prev = gr.Button("◀ Previous stop", size="sm")
-                    tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
-            temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature")
-            gr.Markdown(EXPLAIN["temperature"], latex_delimiters=LATEX, elem_classes="explain")
-            top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k")
-            gr.Markdown(EXPLAIN["top_k"], latex_delimiters=LATEX, elem_classes="explain")
-            top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p")
-            gr.Markdown(EXPLAIN["top_p"], latex_delimiters=LATEX, elem_classes="explain")
-            min_p = gr.Slider(0, 1, value=0.0, step=0.01, label="Min-p")
-            gr.Markdown(EXPLAIN["min_p"], latex_delimiters=LATEX, elem_classes="explain")
-            constraint = gr.Dropdown(CONSTRAINT_CHOICES, value=NO_CONSTRAINT, label="Constraint")
-            gr.Markdown(EXPLAIN["constraint"], latex_delimiters=LATEX, elem_classes="explain")
-            with gr.Accordion("Custom grammar", open=False) as custom_box:
-                kind = gr.Radio(list(KIND_LABELS.values()), value=KIND_LABELS["regex"], label="Grammar kind")
-                source = gr.Code(value=r"[0-9]{4}-[0-9]{2}-[0-9]{2}", language=None, label="Grammar", interactive=True)
-                apply = gr.Button("Apply grammar")
-            with gr.Row():
-                n_bars = gr.Slider(5, MAX_BARS, value=20, step=1, label="Bars shown")
-                axis = gr.Radio(["Linear", "Log"], value="Linear", label="Axis")
-            seed = gr.Number(value=0, precision=0, label="Seed", minimum=0, maximum=2**31 - 1)
-            with gr.Row():
-                link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")
-            link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="sampling-link")
-        with gr.Column(scale=7):
-            msg = gr.HTML("", elem_id="sampling-message")
-            continuation = gr.HTML(continuation_html(lm, first), elem_id="continuation")
-            with gr.Row():
-                sample_btn = gr.Button("Sample", variant="primary", elem_id="btn-sample")
-                greedy_btn = gr.Button("Greedy", elem_id="btn-greedy")
-                back_btn = gr.Button("Back", elem_id="btn-back")
-                reroll_btn = gr.Button("New draw u", elem_id="btn-reroll")
-            chart = gr.HTML(chart0, elem_id="next-token-chart", js_on_load=PICK_JS)
-            with gr.Row(equal_height=False):
-                readout = gr.HTML(read0, elem_id="sampling-readout")
-                creadout = gr.HTML(cread0, elem_id="constraint-readout")
-            with gr.Row():
-                n_draws = gr.Number(value=100, precision=0, minimum=1, maximum=MAX_N_DRAWS, label="N draws")
-                many_btn = gr.Button("Sample ×N", elem_id="btn-sample-n")
-            hist = gr.HTML(charts.histogram_view(None, lm.token_strings), elem_id="sample-histogram")
-            with gr.Accordion("Asking vs enforcing a format", open=False):
-                gr.Markdown(
-                    "The same prompt, with the instruction *answer only in this format* and the grammar "
-                    "written out, N times at the current sampling settings: once **without** the mask "
-                    "(asking) and once **with** it (enforcing). Uses the grammar under *Constraint* "
-                    "(JSON tool call if none is chosen)."
-                )
-                with gr.Row():
-                    n_runs = gr.Number(value=10, precision=0, minimum=1, maximum=enforcing.MAX_RUNS, label="N runs")
-                    ask_btn = gr.Button("Run asking vs enforcing", elem_id="btn-asking")
-                    stop_btn = gr.Button("Stop", variant="stop", elem_id="btn-asking-stop")
-                asking = gr.HTML("", elem_id="asking-vs-enforcing")
+        with gr.Column(scale=2, min_width=330):
+            mode = gr.Radio(list(PROMPT_MODES), value=PROMPT_MODES[0], label="Send the prompt as")
+        with gr.Column(scale=3, min_width=240):
+            example = gr.Dropdown(list(EXAMPLES), value=DEFAULT_EXAMPLE, label="Example prompts")
+    return dict(prompt=prompt, mode=mode, example=example, run=run)
+
+
+def _explanations(vocab_size: int) -> None:
+    """The lecture's formulas for each setting, in one fold under the sliders (a projector's first
+    screen keeps the sliders and the chart)."""
+    with gr.Accordion("What each setting does (the lecture's formulas)", open=False, elem_id="sampling-explain"):
+        gr.Markdown(
+            "**Sampling: from logits to a token.** The model outputs one logit $z_i$ per token of its "
+            f"{vocab_size:,}-token vocabulary; softmax turns them into $P(W_t\\mid W_{{1:t-1}})$; "
+            "a sampling rule picks the next token.",
+            latex_delimiters=LATEX, elem_id="sampling-intro",
+        )
+        for name, label in (("temperature", "Temperature"), ("top_k", "Top-k"), ("top_p", "Top-p"),
+                            ("min_p", "Min-p"), ("constraint", "Constraint")):
+            gr.Markdown(f"**{label}.** {EXPLAIN[name]}", latex_delimiters=LATEX, elem_classes="explain")
+
+
+def _settings_column(vocab_size: int) -> dict:
+    with gr.Accordion("Guided tour (lecture order)", open=False):
+        tour_md = gr.Markdown("Press **Next stop** to begin: softmax → temperature → top-k → top-p → "
+                              "constrained decoding.", elem_id="sampling-tour")
+        with gr.Row():
+            tour_prev = gr.Button("◀ Previous stop", size="sm")
+            tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
+    gr.HTML(_use_cases_html(), elem_id="sampling-presets", js_on_load=PRESETS_JS, css_template=PRESETS_CSS)
+    temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature")
+    top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k", elem_id="sampling-top-k")
+    top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p", elem_id="sampling-top-p")
+    min_p = gr.Slider(0, 1, value=0.0, step=0.01, label="Min-p", elem_id="sampling-min-p")
+    constraint = gr.Dropdown(CONSTRAINT_CHOICES, value=NO_CONSTRAINT, label="Constraint")
+    _explanations(vocab_size)
+    with gr.Accordion("Custom grammar", open=False) as custom_box:
+        kind = gr.Radio(list(KIND_LABELS.values()), value=KIND_LABELS["regex"], label="Grammar kind")
+        source = gr.Code(value=r"[0-9]{4}-[0-9]{2}-[0-9]{2}", language=None, label="Grammar", interactive=True)
+        apply = gr.Button("Apply grammar")
+    with gr.Row():
+        n_bars = gr.Slider(5, MAX_BARS, value=20, step=1, label="Bars shown", elem_id="sampling-bars")
+        axis = gr.Radio(["Linear", "Log"], value="Linear", label="Axis", elem_id="sampling-axis",
+                        interactive=True)  # no server listener: the page reads it
+    seed = gr.Number(value=0, precision=0, label="Seed", minimum=0, maximum=2**31 - 1)
+    with gr.Row():
+        link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")
+    link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="sampling-link")
+    return dict(tour_md=tour_md, tour_prev=tour_prev, tour_next=tour_next, temperature=temperature, top_k=top_k,
+                top_p=top_p, min_p=min_p, constraint=constraint, custom_box=custom_box, kind=kind, source=source,
+                apply=apply, n_bars=n_bars, axis=axis, seed=seed, link_btn=link_btn, link_box=link_box)
+
+
+def _views_column(lm, first, tokens_url: str) -> dict:
+    msg = gr.HTML("", elem_id="sampling-message")
+    continuation = gr.HTML(continuation_html(lm, first), elem_id="continuation")
+    with gr.Row():
+        sample_btn = gr.Button("Sample", variant="primary", elem_id="btn-sample")
+        greedy_btn = gr.Button("Greedy", elem_id="btn-greedy")
+        back_btn = gr.Button("Back", elem_id="btn-back")
+        reroll_btn = gr.Button("New draw u", elem_id="btn-reroll")
+    chart = _chart(position.position(first, lm.vocab_size), "next-token-chart", "sampling-readout",
+                   "constraint-readout", tokens_url, True)
+    with gr.Row():
+        n_draws = gr.Number(value=100, precision=0, minimum=1, maximum=MAX_N_DRAWS, label="N draws")
+        many_btn = gr.Button("Sample ×N", elem_id="btn-sample-n")
+    hist = gr.HTML(charts.histogram_view(None, lm.token_strings), elem_id="sample-histogram")
+    with gr.Accordion("Asking vs enforcing a format", open=False):
+        gr.Markdown(
+            "The same prompt, with the instruction *answer only in this format* and the grammar "
+            "written out, N times at the current sampling settings: once **without** the mask "
+            "(asking) and once **with** it (enforcing). Uses the grammar under *Constraint* "
+            "(JSON tool call if none is chosen)."
+        )
+        with gr.Row():
+            n_runs = gr.Number(value=10, precision=0, minimum=1, maximum=enforcing.MAX_RUNS, label="N runs")
+            ask_btn = gr.Button("Run asking vs enforcing", elem_id="btn-asking")
+            stop_btn = gr.Button("Stop", variant="stop", elem_id="btn-asking-stop")
+        asking = gr.HTML("", elem_id="asking-vs-enforcing")
+    with gr.Accordion("The exact string sent to the model", open=False):
+        prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string", interactive=False)
+    return dict(prompt_string=prompt_string, msg=msg, continuation=continuation, sample_btn=sample_btn,
+                greedy_btn=greedy_btn,
+                back_btn=back_btn, reroll_btn=reroll_btn, chart=chart, n_draws=n_draws, many_btn=many_btn,
+                hist=hist, n_runs=n_runs, ask_btn=ask_btn, stop_btn=stop_btn, asking=asking)
+
+
+def _own_numbers(tokens_url: str) -> dict:
     with gr.Accordion("Your own numbers", open=False):
         gr.Markdown(
             "Type logits or probabilities, e.g. the lecture's `0.4, 0.3, 0.25, 0.03, 0.02`, and see every "
@@ -190,282 +526,86 @@ def build(lm):
             own_text = gr.Textbox(value="0.4, 0.3, 0.25, 0.03, 0.02", label="Your own numbers", scale=4)
             own_kind = gr.Radio(["Probabilities", "Logits"], value="Probabilities", label="They are", scale=2)
             own_btn = gr.Button("Show my numbers", scale=1, elem_id="btn-own")
-        with gr.Row(equal_height=False):
-            own_chart = gr.HTML("", elem_id="own-numbers-chart")
-            own_readout = gr.HTML("", elem_id="own-numbers-readout")
-    own_state = gr.State(None)
-    pick = gr.Textbox(elem_id="token-pick", elem_classes="rl-offscreen", label="picked token", container=False)
+        own_chart = _chart(None, "own-numbers-chart", "own-numbers-readout", "own-numbers-constraint",
+                           tokens_url, False)
+    return dict(own_text=own_text, own_kind=own_kind, own_btn=own_btn, own_chart=own_chart)
 
-    sliders = [temperature, top_k, top_p, min_p, n_bars, axis]
-    shown = [chart, readout, creadout]
 
-    def own_views(logits, u, t, k, p, m, n, ax):
-        """(chart, readout) for the typed numbers under the current sliders and the session's u."""
-        if logits is None:
-            return "", ""
-        n, log_axis = _view_options(n, ax)
-        config = _settings(t, k, p, m)
-        trace = sampling.trace(logits, config, u=u)
-        names = [f"#{i + 1}" for i in range(len(logits))]
-        top = topn.top_n(trace, min(n, len(logits)))
-        return (
-            charts.distribution_chart(top, names, masked=False, top_p=config.top_p, log_axis=log_axis,
-                                      greedy=trace.greedy, chart_id="own-numbers-chart"),
-            charts.readout(trace, names) + charts.cumulative_curve(top, None if trace.greedy else trace.u),
-        )
+def layout(lm, first: cont.Continuation, tokens_url: str) -> Controls:
+    """Place the tab's components; no listener here."""
+    ttl = SESSION_TTL_S
+    parts = dict(state=gr.State(first, time_to_live=ttl), own_state=gr.State(None, time_to_live=ttl),
+                 tour_at=gr.State(-1, time_to_live=ttl))
+    parts |= _prompt_row(first)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=360):
+            parts |= _settings_column(lm.vocab_size)
+        with gr.Column(scale=7):
+            parts |= _views_column(lm, first, tokens_url)
+    parts |= _own_numbers(tokens_url)
+    parts["pick"] = gr.Textbox(elem_id="token-pick", elem_classes="rl-offscreen", label="picked token",
+                               container=False)
+    return Controls(**parts)
 
-    def on_own(text, kind_, c, *ctl):
-        try:
-            if not isinstance(text, str) or len(text) > 20_000:
-                raise ValueError("type at most 20,000 characters of numbers")
-            logits = sampling.parse_numbers(text, "probs" if kind_ == "Probabilities" else "logits")
-            chart_, read_ = own_views(logits, c.u, *ctl)
-        except ValueError as exc:
-            return gr.skip(), gr.skip(), gr.skip(), charts.message(f"Your own numbers: {exc}", "error")
-        return logits, chart_, read_, charts.message("")
 
-    def redraw_all(c, own, *ctl):
-        """A slider moved: the model's chart and, if typed, the own-numbers chart. Never runs the model."""
-        out = redraw(c, *ctl)
-        try:
-            return (*out, *own_views(own, c.u, *ctl))
-        except ValueError:
-            return (*out, gr.skip(), gr.skip())
+# ---- wiring ---------------------------------------------------------------------------------------
 
-    def redraw(c, t, k, p, m, n, ax):
-        try:
-            n, log_axis = _view_options(n, ax)
-            return (*views(lm, c, _settings(t, k, p, m), n, log_axis), charts.message(""))
-        except ValueError as exc:
-            return gr.skip(), gr.skip(), gr.skip(), charts.message(str(exc), "error")
-
-    def refresh(c, t, k, p, m, n, ax, note=""):
-        """All views after the continuation changed."""
-        out = redraw(c, t, k, p, m, n, ax)
-        if note and out[3] == charts.message(""):
-            out = (*out[:3], charts.message(note, "info"))
-        return (c, *out, continuation_html(lm, c), c.prompt_text)
-
-    outs = [state, *shown, msg, continuation, prompt_string]
-
-    def failed(exc):
-        return (gr.skip(), gr.skip(), gr.skip(), gr.skip(), charts.message(str(exc), "error"), gr.skip(), gr.skip())
-
-    def on_run(text, mode_, c, s, *ctl):
-        try:
-            new = cont.start(lm, text, mode_ == PROMPT_MODES[1], _seed(s), c.grammar)
-        except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
-            return failed(exc)
-        limit = len(new.prompt_ids)
-        note = (
-            f"The prompt was longer than this tab's limit of {limit:,} tokens (the model's window is "
-            f"{lm.context_window:,}): {new.truncated:,} tokens were cut from the left." if new.truncated else ""
-        )
-        return refresh(new, *ctl, note=note)
-
-    def on_example(name, c, s, *ctl):
-        if name not in EXAMPLES:
-            return (gr.skip(), gr.skip(), *failed(ValueError(f"Unknown example {name!r}")))
-        text, chat = EXAMPLES[name]
-        return (text, PROMPT_MODES[int(chat)], *on_run(text, PROMPT_MODES[int(chat)], c, s, *ctl))
-
-    def step(action):
-        def handler(c, *ctl):
-            try:
-                config = _settings(*ctl[:4])
-                if action == "sample":
-                    t = sampling.trace(c.logits, config, mask=c.mask, u=c.u)
-                    new = cont.append(lm, c, t.token, t.token_prob, consume_u=not t.greedy)
-                elif action == "greedy":
-                    t = sampling.trace(c.logits, sampling.SamplingConfig(temperature=0), mask=c.mask)
-                    new = cont.append(lm, c, t.token, t.token_prob, consume_u=False)
-                elif action == "back":
-                    new = cont.back(lm, c)
-                else:
-                    new = cont.reroll(c)
-            except (cont.PromptError, ValueError) as exc:
-                return failed(exc)
-            return refresh(new, *ctl)
-        return handler
-
-    def on_pick(value, c, *ctl):
-        if not value:
-            return (gr.skip(),) * len(outs)
-        try:
-            token = int(str(value).split(":")[0])
-            config = _settings(*ctl[:4])
-            t = sampling.trace(c.logits, config, mask=c.mask, u=c.u)
-            if not 0 <= token < lm.vocab_size:
-                raise ValueError(f"Token id {token} is outside the vocabulary.")
-            new = cont.append(lm, c, token, float(t.probs[token]), consume_u=False)
-        except (cont.PromptError, ValueError) as exc:
-            return failed(exc)
-        return refresh(new, *ctl)
-
-    def on_seed(s, c, *ctl):
-        try:
-            new = cont.start(lm, c.prompt, c.chat, _seed(s), c.grammar)
-        except (cont.PromptError, ValueError) as exc:
-            return failed(exc)
-        return refresh(new, *ctl, note=f"Seed {new.seed}: the continuation starts again with the same draws.")
-
-    def set_grammar(grammar, c, *ctl):
-        try:
-            new = cont.with_grammar(lm, c, grammar)
-        except (GrammarError, ConstraintViolation, ValueError) as exc:
-            return failed(f"{exc} — the previous grammar stays.")
-        note = "" if grammar is None else f"Constraint on: {grammar.name or grammar.kind}."
-        return refresh(new, *ctl, note=note)
-
-    def on_constraint(name, c, *ctl):
-        if name == CUSTOM:
-            return (gr.Accordion(open=True), *refresh(c, *ctl, note="Write a grammar below and press Apply grammar."))
-        if name == NO_CONSTRAINT:
-            return (gr.skip(), *set_grammar(None, c, *ctl))
-        if name not in PRESETS:
-            return (gr.skip(), *failed(ValueError(f"Unknown constraint {name!r}")))
-        return (gr.skip(), *set_grammar(PRESETS[name], c, *ctl))
-
-    def on_apply(kind_label, text, c, *ctl):
-        kinds = {v: k for k, v in KIND_LABELS.items()}
-        if kind_label not in kinds:
-            return failed(ValueError(f"Unknown grammar kind {kind_label!r}"))
-        if not isinstance(text, str) or len(text) > MAX_GRAMMAR_CHARS:
-            return failed(ValueError(f"A grammar is text of at most {MAX_GRAMMAR_CHARS:,} characters."))
-        return set_grammar(Grammar(kinds[kind_label], text, "Custom"), c, *ctl)
-
-    def on_many(n, c, *ctl):
-        try:
-            n = int(float(n))
-            if not 1 <= n <= MAX_N_DRAWS:
-                raise ValueError(f"N draws must lie in 1 … {MAX_N_DRAWS:,}, got {n}")
-            t = sampling.trace(c.logits, _settings(*ctl[:4]), mask=c.mask, u=c.u)
-            counts = cont.sample_many(c, t.probs, n)
-            h = topn.histogram(t, counts, rows=int(float(ctl[4])))
-        except (TypeError, ValueError, OverflowError) as exc:
-            return gr.skip(), charts.message(str(exc), "error")
-        return charts.histogram_view(h, lm.token_strings), charts.message("")
-
+def wire(lm, ui: Controls) -> None:
+    """Connect events to handlers. No slider has a server listener: the page redraws them."""
+    pos = ui[" ".join(POSITION_OUTPUTS)]
+    settings = "temperature top_k top_p min_p"
     hidden = dict(show_progress="hidden")
-    for s in sliders:
-        # queue=False: a redraw is a few ms of numpy on cached logits and must never wait in the
-        # queue behind another session's generation.
-        s.change(redraw_all, [state, own_state, *sliders], [*shown, msg, own_chart, own_readout],
-                 trigger_mode="always_last", api_name="redraw" if s is temperature else False,
-                 queue=False, concurrency_limit=None, **hidden)
-    own_btn.click(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg],
-                  api_name="own_numbers")
-    own_text.submit(on_own, [own_text, own_kind, state, *sliders], [own_state, own_chart, own_readout, msg],
-                    api_name=False)
-    run.click(on_run, [prompt, mode, state, seed, *sliders], outs, api_name="run_prompt")
-    prompt.submit(on_run, [prompt, mode, state, seed, *sliders], outs, api_name=False)
-    mode.change(on_run, [prompt, mode, state, seed, *sliders], outs, api_name=False)
-    example.input(on_example, [example, state, seed, *sliders], [prompt, mode, *outs], api_name="example")
-    sample_btn.click(step("sample"), [state, *sliders], outs, api_name="sample", **hidden)
-    greedy_btn.click(step("greedy"), [state, *sliders], outs, api_name="greedy", **hidden)
-    back_btn.click(step("back"), [state, *sliders], outs, api_name="back", **hidden)
-    reroll_btn.click(step("reroll"), [state, *sliders], outs, api_name="reroll", **hidden)
-    pick.change(on_pick, [pick, state, *sliders], outs, api_name="pick", **hidden)
-    seed.submit(on_seed, [seed, state, *sliders], outs, api_name="seed")
-    constraint.input(on_constraint, [constraint, state, *sliders], [custom_box, *outs], api_name="constraint")
-    apply.click(on_apply, [kind, source, state, *sliders], outs, api_name="apply_grammar")
-    many_btn.click(on_many, [n_draws, state, *sliders], [hist, msg], api_name="sample_n")
 
-    def on_asking(n, c, *ctl):
-        try:
-            n = int(float(n))
-            config = _settings(*ctl[:4])
-            grammar = c.grammar or PRESETS[DEFAULT_ASKING]
-            runs = enforcing.compare(lm, c.prompt, grammar, config, c.seed, n=n)
-            comp = None
-            for comp in runs:
-                yield charts.comparison_view(comp, json_kind=grammar.kind == "json_schema", running=True), ""
-            yield (charts.comparison_view(comp, json_kind=grammar.kind == "json_schema", running=False),
-                   charts.message(comp.note) if comp.note else "")
-        except (TypeError, ValueError, OverflowError, GrammarError) as exc:
-            yield gr.skip(), charts.message(str(exc), "error")
+    def bind(fn, *args):
+        return functools.partial(fn, lm, ui, *args)
 
-    asking_run = ask_btn.click(on_asking, [n_runs, state, *sliders], [asking, msg], concurrency_limit=1,
-                               api_name="asking")
-    stop_btn.click(None, None, None, cancels=[asking_run])
-
-    def on_tour(delta, at, c, text, mode_, *ctl):
-        """Go to the next or previous stop: its settings (accumulated from the first stop) and text."""
-        i = max(0, min(len(tour.SAMPLING_TOUR) - 1, int(at) + delta))
-        settings = {}
-        for stop in tour.SAMPLING_TOUR[: i + 1]:
-            settings.update(stop.settings)
-        if "example" in settings:
-            text, chat = EXAMPLES[settings["example"]]
-            mode_ = PROMPT_MODES[int(chat)]
-        ctl = [settings.get(k, v) for k, v in zip(("temperature", "top_k", "top_p", "min_p"), ctl[:4], strict=True)]
-        ctl += [20, "Linear"]
-        name = settings.get("constraint", NO_CONSTRAINT)
-        try:
-            new = cont.start(lm, text, mode_ == PROMPT_MODES[1], c.seed, PRESETS.get(name))
-        except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
-            return (gr.skip(),) * 9 + failed(exc)
-        return (tour.stop_markdown(tour.SAMPLING_TOUR, i), i, text, mode_, *ctl[:4], name, *refresh(new, *ctl))
-
-    tour_outs = [tour_md, tour_at, prompt, mode, temperature, top_k, top_p, min_p, constraint, *outs]
-    tour_next.click(lambda *a: on_tour(1, *a), [tour_at, state, prompt, mode, *sliders], tour_outs, api_name=False)
-    tour_prev.click(lambda *a: on_tour(-1, *a), [tour_at, state, prompt, mode, *sliders], tour_outs, api_name=False)
-
-    def on_link(text, mode_, t, k, p, m, constraint_name, s):
-        values = {"tab": "sampling", "prompt": text if len(str(text)) <= deeplink.MAX_PROMPT_CHARS else None,
-                  "mode": mode_, "temperature": t, "top_k": k, "top_p": p, "min_p": m,
-                  "constraint": constraint_name if constraint_name != CUSTOM else None, "seed": s}
-        link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
-        return deeplink.query(link.values)
-
-    link_btn.click(on_link, [prompt, mode, temperature, top_k, top_p, min_p, constraint, seed], link_box,
-                   api_name="sampling_link").then(
-        None, link_box, link_box, js="(q) => q.startsWith('?') ? location.origin + location.pathname + q : q"
+    ui.run.click(bind(on_run), ui["prompt mode state seed"], pos, api_name="run_prompt")
+    ui.prompt.submit(bind(on_run), ui["prompt mode state seed"], pos, api_name=False)
+    ui.mode.input(bind(on_run), ui["prompt mode state seed"], pos, api_name=False)
+    ui.example.input(bind(on_example), ui["example state seed"], [ui.prompt, ui.mode, *pos], api_name="example")
+    for action, button in (("sample", ui.sample_btn), ("greedy", ui.greedy_btn), ("back", ui.back_btn),
+                           ("reroll", ui.reroll_btn)):
+        button.click(bind(on_step, action), ui[f"state {settings}"], pos, api_name=action, **hidden)
+    ui.pick.change(bind(on_pick), ui[f"pick state {settings}"], pos, api_name="pick", **hidden)
+    ui.seed.submit(bind(on_seed), ui["seed state"], pos, api_name="seed")
+    ui.constraint.input(bind(on_constraint), ui["constraint state"], [ui.custom_box, *pos], api_name="constraint")
+    ui.apply.click(bind(on_apply), ui["kind source state"], pos, api_name="apply_grammar")
+    ui.many_btn.click(bind(on_many), ui[f"n_draws state {settings} n_bars"], [ui.hist, ui.msg], api_name="sample_n")
+    own = [ui.own_state, ui.own_chart, ui.msg]
+    ui.own_btn.click(bind(on_own), ui["own_text own_kind state"], own, api_name="own_numbers")
+    ui.own_text.submit(bind(on_own), ui["own_text own_kind state"], own, api_name=False)
+    asking = ui.ask_btn.click(bind(on_asking), ui[f"n_runs state {settings}"], [ui.asking, ui.msg],
+                              concurrency_limit=1, api_name="asking")
+    ui.stop_btn.click(None, None, None, cancels=[asking])
+    tour_in = ui[f"tour_at state prompt mode {settings}"]
+    tour_out = [*ui[f"tour_md tour_at prompt mode {settings} n_bars axis constraint"], *pos]
+    ui.tour_next.click(bind(on_tour, 1), tour_in, tour_out, api_name=False)
+    ui.tour_prev.click(bind(on_tour, -1), tour_in, tour_out, api_name=False)
+    ui.link_btn.click(on_link, ui[f"prompt mode {settings} constraint seed"], ui.link_box,
+                      api_name="sampling_link").then(
+        None, ui.link_box, ui.link_box, js="(q) => q.startsWith('?') ? location.origin + location.pathname + q : q"
     )
 
-    def restore(values: dict):
-        """Control values and views for a deep link (unknown keys already dropped by deeplink.parse)."""
-        text = values.get("prompt", first.prompt)
-        chat = values.get("mode", PROMPT_MODES[int(first.chat)]) == PROMPT_MODES[1]
-        ctl = [values.get(k, d) for k, d in
-               (("temperature", 1.0), ("top_k", 0), ("top_p", 1.0), ("min_p", 0.0))] + [20, "Linear"]
-        name = values.get("constraint", NO_CONSTRAINT)
-        grammar = PRESETS.get(name)
-        try:
-            c = cont.start(lm, text, chat, values.get("seed", 0), grammar)
-        except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
-            return (gr.skip(),) * 8 + failed(exc)
-        return (text, PROMPT_MODES[int(chat)], *ctl[:4], name, c.seed, *refresh(c, *ctl))
 
-    restore_outputs = [prompt, mode, temperature, top_k, top_p, min_p, constraint, seed, *outs]
-    return restore_outputs, restore
+def tokens_url(lm) -> str:
+    """The token display strings as a static file the page fetches once (viz/position.py)."""
+    folder = Path(tempfile.gettempdir()) / "react-lab-page"
+    path = position.token_asset(lm.token_strings, lm.special_ids, folder)
+    gr.set_static_paths([str(folder)])
+    return f"gradio_api/file={path}"
 
 
-def _seed(value) -> int:
-    try:
-        s = int(float(value))
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"The seed must be a whole number, got {value!r}") from None
-    if not 0 <= s < 2**31:
-        raise ValueError(f"The seed must lie in 0 … {2**31 - 1}, got {s}")
-    return s
+def build(lm):
+    """Lay out the Sampling tab for a loaded model and wire its listeners.
+
+    Returns (outputs, restore): the components a deep link may set, and the function that
+    computes {component: value} for a parsed link (app.py calls it on page load).
+    """
+    first = cont.start(lm, *EXAMPLES[DEFAULT_EXAMPLE], seed=0)
+    ui = layout(lm, first, tokens_url(lm))
+    wire(lm, ui)
+    outputs = [*ui["prompt mode temperature top_k top_p min_p constraint seed"], *ui[" ".join(POSITION_OUTPUTS)]]
+    return outputs, functools.partial(restore, lm, ui, first)
 
 
-# Clicking (or Enter on) a token row appends that token: the row's id goes into a hidden textbox
-# whose input event reaches the server. A counter makes a repeated click on one row a new value.
-PICK_JS = """
-let clicks = 0;
-function pick(row) {
-  const box = document.querySelector('#token-pick textarea, #token-pick input');
-  if (!box || !row) return;
-  clicks += 1;
-  box.value = row.dataset.tokenId + ':' + clicks;
-  box.dispatchEvent(new Event('input', {bubbles: true}));
-}
-element.addEventListener('click', (e) => pick(e.target.closest('[data-token-id]')));
-element.addEventListener('keydown', (e) => {
-  if (e.key !== 'Enter' && e.key !== ' ') return;
-  const row = e.target.closest('[data-token-id]');
-  if (row) { e.preventDefault(); pick(row); }
-});
-"""
+assert {f.name for f in fields(Controls)} >= set(POSITION_OUTPUTS)
