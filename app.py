@@ -26,13 +26,15 @@ QUEUE_SIZE = 64  # requests waiting at most; beyond that a user is told the serv
 SESSION_CAPACITY = 400  # sessions whose state is kept; past it the oldest is dropped (a class is ~30–60)
 
 
-def build_demo(lm):
-    """The whole page for a loaded model: header and the two tabs."""
+def build_demo(lm, draft_lm=None):
+    """The whole page for a loaded model: header and the tabs (draft_lm: a smaller model sharing
+    the tokenizer, offered as a draft on the Speculative decoding tab)."""
     import gradio as gr
 
-    from viz import deeplink, react_tab, render, sampling_tab
+    from viz import deeplink, react_tab, render, sampling_tab, speculative_tab
 
-    with gr.Blocks(title="ReAct Lab") as demo:
+    # delete_cache: Gradio's copies of exported files (runs, PNGs) older than an hour go every 10 min
+    with gr.Blocks(title="ReAct Lab", delete_cache=(600, 3600)) as demo:
         gr.HTML(render.model_header(lm.header), elem_id="model-header")
         link_message = gr.HTML("", elem_id="link-message")
         with gr.Tabs(elem_id="tabs") as tabs:
@@ -40,6 +42,8 @@ def build_demo(lm):
                 sampling_outputs, sampling_restore = sampling_tab.build(lm)
             with gr.Tab("ReAct loop", id="react", elem_id="tab-react"):
                 react_outputs, react_restore = react_tab.build(lm)
+            with gr.Tab("Speculative decoding", id="speculative", elem_id="tab-speculative"):
+                speculative_tab.build(lm, draft_lm)
         choices = {**sampling_tab.LINK_CHOICES, **react_tab.LINK_CHOICES}
 
         def restore(request: gr.Request):
@@ -149,6 +153,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="let visitors type any server URL even on a Space or a public address (public "
         "addresses only; default: $REACT_LAB_ALLOW_ANY_REMOTE, else off)",
     )
+    parser.add_argument(
+        "--draft-model",
+        default=os.environ.get("REACT_LAB_DRAFT_MODEL"),
+        help="a smaller causal LM sharing the model's tokenizer (a folder, .gguf or hub id), offered as "
+        "a draft on the Speculative decoding tab (default: $REACT_LAB_DRAFT_MODEL, else none)",
+    )
+    parser.add_argument(
+        "--mcp",
+        default=os.environ.get("REACT_LAB_MCP", ""),
+        help="another MCP server for the ReAct tab: a stdio command line or a streamable-HTTP URL, "
+        "treated as untrusted (default: $REACT_LAB_MCP, else none); visitors can never choose one",
+    )
+    parser.add_argument(
+        "--no-code-tool",
+        action="store_true",
+        help="switch the run_python code tool off (the same as REACT_LAB_CODE_TOOL=off)",
+    )
     return parser.parse_args(argv)
 
 
@@ -248,17 +269,35 @@ def main(argv: list[str] | None = None) -> int:
     except RemoteRefused as exc:  # a --remote entry that is no http(s) URL
         print(f"error: --remote: {exc}", file=sys.stderr)
         return 2
+    if args.no_code_tool:
+        from agent.sandbox import ENV_SWITCH
+
+        os.environ[ENV_SWITCH] = "off"
+    if args.mcp:
+        from agent import mcp_client
+
+        try:
+            mcp_client.configure(args.mcp)
+        except ValueError as exc:
+            print(f"error: --mcp: {exc}", file=sys.stderr)
+            return 2
     from agent.model import ModelLoadError, load_model
 
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
-        lm = load_model(args.model, dtype=args.dtype, log=lambda m: print(m, file=sys.stderr))
+        lm = load_model(args.model, dtype=args.dtype, log=log)
+        draft_lm = load_model(args.draft_model, dtype=args.dtype, log=log) if args.draft_model else None
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if draft_lm is not None and draft_lm.vocab_size != lm.vocab_size:
+        print(f"error: --draft-model: its vocabulary ({draft_lm.vocab_size:,}) is not the model's "
+              f"({lm.vocab_size:,}); a draft must share the tokenizer", file=sys.stderr)
         return 2
     from agent.constraints import tokenizer_info
 
     tokenizer_info(lm)  # llguidance's token table (≈2 s of Python) now, not in the first visitor's grammar
-    demo = build_demo(lm)
+    demo = build_demo(lm, draft_lm)
     configure_queue(demo)
     demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs())
     return 0

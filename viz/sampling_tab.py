@@ -601,6 +601,9 @@ def build(lm):
     Returns (outputs, restore): the components a deep link may set, and the function that
     computes {component: value} for a parsed link (app.py calls it on page load).
     """
+    for text, chat in EXAMPLES.values():  # every visitor sees these: their KV is shared (agent.model)
+        ids = lm.encode(cont.prompt_string(lm, text, chat))
+        lm.share_prefix(cont.cap_prompt(lm, ids, cont.RESERVED_FOR_CONTINUATION)[0])
     first = cont.start(lm, *EXAMPLES[DEFAULT_EXAMPLE], seed=0)
     ui = layout(lm, first, tokens_url(lm))
     wire(lm, ui)

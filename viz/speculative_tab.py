@@ -12,6 +12,7 @@ Adding a control: one field in `Controls`, one argument in `Settings.read`, one 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import gradio as gr
 
@@ -202,9 +203,10 @@ def build(lm, draft_lm=None) -> None:
     tab = Tab(lm, draft_lm)
     c, v = layout(tab)
     outs = [v.state, v.text, v.rounds, v.stats, v.message]
-    model_event = dict(concurrency_id="model", show_progress="minimal")
-    c.round_btn.click(lambda d, p, *s: on_round(tab, v, d, p, *s), [v.state, c.prompt, *c.settings()], outs,
+    # Its passes run beside the batcher (one sequence, several positions): two sessions at a time.
+    model_event = dict(concurrency_id="speculative", concurrency_limit=2, show_progress="minimal")
+    c.round_btn.click(partial(on_round, tab, v), [v.state, c.prompt, *c.settings()], outs,
                       api_name="spec_round", **model_event)
-    c.run_btn.click(lambda p, n, *s: on_run(tab, v, p, n, *s), [c.prompt, c.tokens, *c.settings()], outs,
+    c.run_btn.click(partial(on_run, tab, v), [c.prompt, c.tokens, *c.settings()], outs,
                     api_name="spec_run", **model_event)
-    c.reset_btn.click(lambda: render(tab, v, None, None), None, outs, api_name="spec_reset")
+    c.reset_btn.click(partial(render, tab, v, None, None), None, outs, api_name="spec_reset")
