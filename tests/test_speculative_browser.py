@@ -25,14 +25,17 @@ def test_one_round_shows_each_drafted_position_and_the_stats(page):
 
 def test_prompt_lookup_round_and_a_bad_gamma_through_the_api_gets_a_message(page, app_url):
     from gradio_client import Client
+    from gradio_client.exceptions import AppError
 
     page.get_by_role("tab", name="Speculative decoding").click()
-    page.get_by_label("Draft").click()
+    page.get_by_role("combobox", name="Draft").click()
     page.get_by_role("option", name=re.compile("Prompt lookup")).click()
     page.get_by_role("button", name="Draft and verify").click()
     page.locator("#spec-rounds .spec-round").first.wait_for(timeout=120_000)
     assert "target pass" in page.locator("#spec-rounds").inner_text()
     client = Client(app_url, verbose=False)
-    out = client.predict(None, "Berlin", "Prompt lookup (n-grams copied from the context)", 24, 99, 0.0, 0, 1.0, 0,
-                         api_name="/spec_round")
+    lookup = "Prompt lookup (n-grams copied from the context)"
+    out = client.predict("Berlin", lookup, 24, 2.5, 0.0, 0, 1.0, 0, api_name="/spec_round")
     assert "γ must be a whole number from 1 to 8" in str(out)
+    with pytest.raises(AppError, match="greater than maximum"):  # Gradio's own range check comes first
+        client.predict("Berlin", lookup, 24, 99, 0.0, 0, 1.0, 0, api_name="/spec_round")
