@@ -1,10 +1,11 @@
-"""Screenshots of both tabs at 1920×1080 in lecture mode, light and dark, for README and docs/.
+"""Screenshots of every tab in lecture mode — 1920×1080 light and dark, and 1280×720 light (a small
+projector) — for README and docs/.
 
     .venv/bin/python bench/screenshots.py            # writes docs/*.png
 
 Launches the app in this process on a free loopback port, drives it in Debian's headless Chromium
 like a person (Greedy a few times, a constraint on, Next through the Berlin run), and saves:
-docs/sampling-tab.png, docs/sampling-tab-dark.png, docs/react-tab.png, docs/react-tab-dark.png.
+docs/{sampling,react,speculative}-tab{,-dark,-1280}.png.
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ def react_scene(page) -> None:
     page.wait_for_timeout(1000)
 
 
+def speculative_scene(page) -> None:
+    page.get_by_role("tab", name="Speculative decoding").click()
+    page.get_by_role("button", name="Draft and verify").click()
+    page.locator("#spec-rounds .spec-round").first.wait_for(timeout=120_000)
+    page.wait_for_timeout(500)
+
+
+SCENES = (("sampling", sampling_scene), ("react", react_scene), ("speculative", speculative_scene))
+VIEWS = ((1920, 1080, False, ""), (1920, 1080, True, "-dark"), (1280, 720, False, "-1280"))
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -63,23 +75,19 @@ def main() -> int:
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-            for dark in (False, True):
-                page = browser.new_page(viewport={"width": 1920, "height": 1080})
+            for width, height, dark, suffix in VIEWS:
+                page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"http://127.0.0.1:{port}/")
                 page.get_by_role("tab", name="Sampling").wait_for(timeout=60_000)
                 if dark:
                     page.get_by_role("button", name="Dark").click()
-                suffix = "-dark" if dark else ""
-                sampling_scene(page)
-                page.evaluate("window.scrollTo(0, 0)")
-                page.wait_for_timeout(300)
-                page.screenshot(path=str(out / f"sampling-tab{suffix}.png"))
-                react_scene(page)
-                page.evaluate("window.scrollTo(0, 0)")
-                page.wait_for_timeout(300)
-                page.screenshot(path=str(out / f"react-tab{suffix}.png"))
+                for name, scene in SCENES:
+                    scene(page)
+                    page.evaluate("window.scrollTo(0, 0)")
+                    page.wait_for_timeout(300)
+                    page.screenshot(path=str(out / f"{name}-tab{suffix}.png"))
+                    print(f"wrote docs/{name}-tab{suffix}.png")
                 page.close()
-                print(f"wrote docs/sampling-tab{suffix}.png, docs/react-tab{suffix}.png")
             browser.close()
     finally:
         demo.close()
