@@ -36,9 +36,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def app_url(lm):
+def app_demo(lm):
     """The real app, launched in this process on a free loopback port, configured as `make run`
-    (local mode: no listed servers, the free server URL field allowed)."""
+    (local mode: no listed servers, the free server URL field allowed): (demo, url)."""
     import app
 
     app.configure_remote(app.parse_args(["--host", "127.0.0.1", "--remote", ""]), env={})
@@ -49,8 +49,13 @@ def app_url(lm):
         server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
         **app.launch_kwargs(),
     )
-    yield f"http://127.0.0.1:{port}/"
+    yield demo, f"http://127.0.0.1:{port}/"
     demo.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(app_demo):
+    return app_demo[1]
 
 
 @pytest.fixture(scope="session")
