@@ -188,3 +188,18 @@ def test_react_tab_on_a_projector_shows_loop_history_and_stop_on_the_first_scree
     middles = [b["y"] + b["height"] / 2 for b in (title, facts, toolbar)]
     assert max(middles) - min(middles) < 12, middles  # the header is one line
     context.close()
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (1920, 1080)])
+def test_sampling_tab_on_a_projector_shows_the_sliders_and_ten_bars_on_the_first_screen(browser, app_url, width,
+                                                                                         height):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(app_url)
+    rows = page.locator("#next-token-chart .ntc-row.tok-row")
+    rows.nth(9).wait_for(timeout=60_000)
+    shown = [page.get_by_role("slider", name=name) for name in ("Temperature", "Top-k", "Top-p", "Min-p")]
+    for locator in [*shown, rows.nth(0), rows.nth(9)]:
+        box = locator.bounding_box()
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height, box
+    context.close()

@@ -451,18 +451,20 @@ def _explanations(vocab_size: int) -> None:
 
 
 def _settings_column(vocab_size: int) -> dict:
+    """The sliders first (on a projector's first screen beside the chart), then the presets that
+    set them, the tour, the formulas and the rest."""
+    temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature")
+    top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k", elem_id="sampling-top-k")
+    top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p", elem_id="sampling-top-p")
+    min_p = gr.Slider(0, 1, value=0.0, step=0.01, label="Min-p", elem_id="sampling-min-p")
+    constraint = gr.Dropdown(CONSTRAINT_CHOICES, value=NO_CONSTRAINT, label="Constraint")
+    gr.HTML(_use_cases_html(), elem_id="sampling-presets", js_on_load=PRESETS_JS, css_template=PRESETS_CSS)
     with gr.Accordion("Guided tour (lecture order)", open=False):
         tour_md = gr.Markdown("Press **Next stop** to begin: softmax → temperature → top-k → top-p → "
                               "constrained decoding.", elem_id="sampling-tour")
         with gr.Row():
             tour_prev = gr.Button("◀ Previous stop", size="sm")
             tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
-    gr.HTML(_use_cases_html(), elem_id="sampling-presets", js_on_load=PRESETS_JS, css_template=PRESETS_CSS)
-    temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature")
-    top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k", elem_id="sampling-top-k")
-    top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p", elem_id="sampling-top-p")
-    min_p = gr.Slider(0, 1, value=0.0, step=0.01, label="Min-p", elem_id="sampling-min-p")
-    constraint = gr.Dropdown(CONSTRAINT_CHOICES, value=NO_CONSTRAINT, label="Constraint")
     _explanations(vocab_size)
     with gr.Accordion("Custom grammar", open=False) as custom_box:
         kind = gr.Radio(list(KIND_LABELS.values()), value=KIND_LABELS["regex"], label="Grammar kind")
@@ -484,7 +486,7 @@ def _settings_column(vocab_size: int) -> dict:
 def _views_column(lm, first, tokens_url: str) -> dict:
     msg = gr.HTML("", elem_id="sampling-message")
     continuation = gr.HTML(continuation_html(lm, first), elem_id="continuation")
-    with gr.Row():
+    with gr.Row(elem_id="sampling-buttons"):
         sample_btn = gr.Button("Sample", variant="primary", elem_id="btn-sample")
         greedy_btn = gr.Button("Greedy", elem_id="btn-greedy")
         back_btn = gr.Button("Back", elem_id="btn-back")

@@ -284,6 +284,19 @@ body { font-size: var(--body-text-size); }
   #react-buttons:not(.rl-desk *) button { min-height: 0; padding: 0.25em 0.4em; white-space: nowrap; }
 }
 /* end ReAct tab */
+/* Lecture mode on a short projector (1280×720): the sliders and the chart's first ten bars on the
+   first screen — the prompt row in one line, compact buttons, the colour legend folded away. */
+@media (max-height: 820px) {
+  #sampling-prompt-row:not(.rl-desk *) .wrap { flex-wrap: nowrap; }
+  #sampling-prompt-row:not(.rl-desk *) .wrap label { white-space: nowrap; padding: 0.1em 0.3em;
+    font-size: var(--text-sm); }
+  #sampling-message:not(.rl-desk *):not(:has(.msg)) { display: none; }
+  #sampling-prompt-row:not(.rl-desk *) label { padding-top: 0.15em; padding-bottom: 0.15em; }
+  #run-prompt:not(.rl-desk *), #sampling-buttons:not(.rl-desk *) button { min-height: 0; padding: 0.2em 0.4em; }
+  #continuation:not(.rl-desk *) .legend { display: none; }
+  #continuation:not(.rl-desk *) .continuation { padding: 0.2em 0.5em; line-height: 1.5; }
+  #next-token-chart:not(.rl-desk *) .ntc-row { padding-top: 0; padding-bottom: 0; }
+}
 """
 
 
