@@ -208,3 +208,14 @@ def status_kib(pid: int, key: str) -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (/proc/PID/stat, all its threads);
+    0.0 if it is gone. The difference of two readings is its CPU over that interval."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
