@@ -139,3 +139,24 @@ def test_every_react_tour_stop_names_a_task_of_the_list_and_two_are_about_the_co
     titles = " ".join(s.title for s in tour.REACT_TOUR)
     assert "In-context learning vs post-training" in titles and "Compaction" in titles
     assert COMPACTION_TASK in [s.settings["task"] for s in tour.REACT_TOUR]
+
+
+def test_closing_a_streamed_local_reply_stops_the_model_at_its_next_token(lm):
+    """Stop cancels the listener, which closes the generator: the reply must not run on in its
+    worker thread (it would hold the model for the rest of its MAX_NEW_TOKENS)."""
+    import threading
+    import time
+
+    c = replace(react_run.default_choices(lm), task=react_run.FREE_TEXT, backend=react_run.LOCAL,
+                task_text="Write a long story about a lighthouse keeper.", constrained=False,
+                reply_tokens=1024)
+    s = react_run.start(react_run.checked(lm, c))
+    s = replace(s, states=s.states + (react_run.loop.step(s.state, None, s.tools),))
+    phase = react_run.one_phase(s, lm)
+    new, text = next(phase)
+    assert new is None  # the reply is streaming
+    phase.close()
+    end = time.monotonic() + 20
+    while any(t.name == "react-model-call" for t in threading.enumerate()) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not any(t.name == "react-model-call" for t in threading.enumerate())
