@@ -160,3 +160,12 @@ def test_closing_a_streamed_local_reply_stops_the_model_at_its_next_token(lm):
     while any(t.name == "react-model-call" for t in threading.enumerate()) and time.monotonic() < end:
         time.sleep(0.1)
     assert not any(t.name == "react-model-call" for t in threading.enumerate())
+
+
+def test_fork_from_here_sends_the_new_context_from_the_next_call_on(tab, lm):
+    p, first = tab
+    s = next(h.on_next(p, lm, first, False))[p.sess]  # line 1 ran
+    c = replace(react_run.default_choices(lm), few_shot=1, retrieve=True)
+    out = h.on_fork(p, lm, s, False, *values(c))
+    blocks = {b.category for b in out[p.sess].state.blocks}
+    assert {"exemplars", "documents"} <= blocks and "Forked at state 1" in out[p.msg]

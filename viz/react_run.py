@@ -272,7 +272,8 @@ def fork(s: Session, c: Controls) -> Session:
     history = state.history
     if (mode, fmt) != (state.mode, state.fmt) and history and isinstance(history[0], SystemMessage):
         history = (SystemMessage(system_prompt(mode, fmt)),) + history[1:]
-    forked = replace(state, settings=c.settings, mode=mode, fmt=fmt, history=history,
+    blocks = loop.new_state(state.user_input, mode, fmt, c.settings, memory=c.memory).blocks  # the new context
+    forked = replace(state, settings=c.settings, mode=mode, fmt=fmt, history=history, blocks=blocks,
                      note=f"forked here: {c.backend}, {mode} mode, {fmt} format")
     return replace(s, states=s.states[:s.index] + (forked,), backend=spec,
                    title=s.title.removesuffix(" (forked)") + " (forked)")
