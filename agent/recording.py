@@ -172,12 +172,14 @@ def tools_of(run: RecordedRun, tools: tuple[Tool, ...] = ALL_TOOLS) -> tuple[Too
     return tuple(by_name[n] for n in run.tools)
 
 
-def start_state(run: RecordedRun, settings=None) -> State:
+def start_state(run: RecordedRun, settings=None, memory=loop.NO_MEMORY) -> State:
     """The state before line 1 of a recorded run, with the system prompt it was recorded with
-    (its replies were written for that prompt, even if the default prompt has changed since)."""
+    (its replies were written for that prompt, even if the default prompt has changed since);
+    `memory`: the facts of the browser session, re-sent with every call."""
     first = run.history[0] if run.history else None
     system = first.content if isinstance(first, SystemMessage) else None
-    return new_state(run.user_input, run.mode, run.fmt, settings or run.settings, system=system)
+    return new_state(run.user_input, run.mode, run.fmt, settings or run.settings, system=system,
+                     memory=memory)
 
 
 def replay_start(run: RecordedRun, tokenizer=None, context_window: int | None = None

@@ -204,3 +204,56 @@ def test_choosing_custom_opens_the_editor_and_keeps_the_view(client):
     out = call(client, "/apply_grammar", "Regular expression", "[0-9]{3}")
     assert "Constraint on: Custom" in message(out)
     assert out["chart"]["constraint"]["name"] == "Custom" and out["chart"]["mask"]
+
+
+CONTEXT = [  # the ReAct tab's Context controls (issue 14), out of range through the API
+    ("few-shot 7", {"Few-shot exemplars": 7}, "Few-shot exemplars"),
+    ("few-shot text", {"Few-shot exemplars": "all"}, "Few-shot exemplars"),
+    ("compact at 20 %", {"Compact the history": True, "Compact at (% of the budget)": 20}, "Compact at"),
+    ("compact at 1e308", {"Compact the history": True, "Compact at (% of the budget)": 1e308}, "Compact at"),
+    ("retrieve a string", {"Retrieved documents (RAG)": "yes"}, "on or off"),
+    ("memory a number", {"Memory": 5}, "on or off"),
+]
+
+
+def _react_reset(client, by_label: dict):
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    inputs = [by_label.get(p["label"], p.get("parameter_default")) for p in api["/on_reset"]["parameters"]]
+    return client.predict(*inputs, api_name="/on_reset")
+
+
+def _message(out) -> str:
+    return html.unescape(next((o for o in out if isinstance(o, str) and 'class="msg' in o), ""))
+
+
+@pytest.mark.parametrize("name, by_label, message", CONTEXT, ids=[c[0] for c in CONTEXT])
+def test_out_of_range_context_values_through_the_api(app_url, name, by_label, message):
+    c = Client(app_url, verbose=False)
+    try:
+        out = _react_reset(c, by_label)
+    except AppError as exc:  # Gradio's own check of a slider's bounds or a radio's choices
+        assert "value" in str(exc).lower() or "choice" in str(exc).lower()
+    else:
+        assert message in _message(out)
+    assert "New run" in _message(_react_reset(c, {}))  # the session still starts runs
+
+
+@pytest.mark.parametrize("fact", ["", "x" * 100_000])
+def test_a_bad_fact_through_the_api_is_not_pinned(app_url, fact):
+    c = Client(app_url, verbose=False)
+    out = c.predict(fact, api_name="/on_pin")
+    assert "Not pinned" in _message(out)
+    try:
+        out = c.predict("1. a fact of someone else", api_name="/on_forget")
+    except AppError as exc:  # Gradio's own check of the dropdown's choices (this session's facts)
+        assert "choices" in str(exc)
+    else:
+        assert "Choose a fact" in _message(out)
+
+
+def test_one_sessions_facts_never_reach_another(app_url):
+    a, b = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    assert "Pinned" in _message(a.predict("The user's PIN is 4711.", api_name="/on_pin"))
+    on = {"Memory": True}
+    assert "4711" in "".join(o for o in _react_reset(a, on) if isinstance(o, str))
+    assert "4711" not in "".join(o for o in _react_reset(b, on) if isinstance(o, str))

@@ -24,6 +24,7 @@ import gradio as gr
 from agent.parameters import number
 from agent.recording import record_run
 from viz import deeplink, tour
+from viz import react_context as ctx
 from viz import react_run as run
 from viz import react_views as rv
 from viz.charts import message
@@ -59,7 +60,9 @@ def failed(p, lm, s: Session, show_tokens, text: str) -> dict:
 
 
 def stopped(p, lm, s: Session, show_tokens) -> dict:
-    """After Stop: every view redrawn from the session as it was last stored."""
+    """After Stop: every view redrawn from the session as it was last stored; a local model's
+    reply still running for this browser session stops at its next token."""
+    getattr(lm, "stop", lambda: 0)()
     return views(p, lm, replace(s, shown=()), show_tokens, "Stopped.")
 
 
@@ -191,7 +194,8 @@ def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
     recorded = run.run_for(c.task, s.loaded) if known else None
     if recorded is not None:
         c = replace(c, mode=MODE_LABEL[recorded.mode], fmt=FMT_LABEL[recorded.fmt])
-    free = {p.task_text: gr.Textbox(visible=c.task == FREE_TEXT)}
+        c, kept = ctx.recorded_choices(p, c, recorded, lm.context_window)  # its budget and context
+    free = {p.task_text: gr.Textbox(visible=c.task == FREE_TEXT), **(kept if recorded is not None else {})}
     if c.task == FREE_TEXT:
         hint = "Type your task" + (", choose the Local model or a server," if c.backend == SCRIPTED
                                    else "") + " then press Reset."

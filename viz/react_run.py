@@ -32,11 +32,13 @@ from urllib.parse import urlparse
 from agent import loop, remote
 from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
+from agent.memory import Memory
 from agent.messages import SystemMessage
 from agent.parameters import number
 from agent.recording import RecordedRun, load_run, run_from_dict, shipped_runs, start_state, tools_of
 from agent.template import Fmt, Mode, system_prompt
 from agent.tools import TOOLS, Tool
+from viz import react_context_run as rc
 from viz import react_views as rv
 
 FREE_TEXT = "Free text…"
@@ -46,6 +48,7 @@ TASKS = {  # the Task dropdown → the shipped recorded run it replays (None: th
     "In which country was the author of Invisible Cities born? (two-hop search)": "two-hop-search",
     "What's the weather in Berlin and in Paris? (two calls, two ids)": "two-cities",
     "What's the weather in Paris? (a validation error, repaired)": "validation-recovery",
+    "Seven cities on a small budget (compaction at 60 %)": "compaction-long-run",
     FREE_TEXT: None,
 }
 DEFAULT_TASK = next(iter(TASKS))
@@ -92,6 +95,12 @@ class Choices:
     url: str = ""  # a free server URL: only where remote.free_url_allowed()
     model_name: str = ""
     server: str = ""  # the label of a server the operator allowed (remote.servers())
+    few_shot: int = RUN.few_shot  # the context (viz/react_context.py): worked exemplars 0–3,
+    retrieve: bool = RUN.retrieve  # BM25 passages before the first call,
+    memory: bool = RUN.memory  # the session's facts and the `remember` tool,
+    compact: bool = False  # compaction on, …
+    compact_at: int = 80  # … past this % of the budget;
+    facts: Memory = Memory()  # the browser session's facts (a gr.State: never sent by a visitor)
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,7 @@ class Controls:
     settings: Settings
     url: str
     model: str
+    memory: Memory = Memory()  # the facts every call of the run re-sends (empty: memory off)
 
 
 @lru_cache(maxsize=1)
@@ -183,7 +193,9 @@ def checked(lm, c: Choices) -> Controls:
     window = REMOTE_WINDOW if c.backend == REMOTE else lm.context_window
     settings = checked_settings(window, c.max_steps, c.budget, c.reply_tokens, c.temperature,
                                 c.top_p, c.seed, c.constrained)
-    return Controls(c.task, text, c.backend, MODES[c.mode], FORMATS[c.fmt], settings, server, model_name)
+    settings, memory = rc.checked_context(settings, c)
+    return Controls(c.task, text, c.backend, MODES[c.mode], FORMATS[c.fmt], settings, server, model_name,
+                    memory)
 
 
 def checked_server(c: Choices) -> tuple[str, str]:
@@ -233,11 +245,11 @@ def start(c: Controls, loaded: RecordedRun | None = None) -> Session:
         if run is None:
             raise ValueError("Scripted replay replays a recorded run: choose a recorded task, or "
                              "the Local model for your own text.")
-        state = start_state(run, c.settings)
+        state = start_state(run, c.settings, c.memory)
         spec = BackendSpec(SCRIPTED, run.replies)
         return Session((state,), 0, tools_of(run), spec, run.title, loaded)
     user_input = run.user_input if run else c.user_input
-    state = loop.new_state(user_input, c.mode, c.fmt, c.settings)
+    state = loop.new_state(user_input, c.mode, c.fmt, c.settings, memory=c.memory)
     spec = BackendSpec(c.backend, url=c.url, model=c.model)
     return Session((state,), 0, tools_of(run) if run else TOOLS, spec,
                    run.title if run else "Your task", loaded)
@@ -260,7 +272,8 @@ def fork(s: Session, c: Controls) -> Session:
     history = state.history
     if (mode, fmt) != (state.mode, state.fmt) and history and isinstance(history[0], SystemMessage):
         history = (SystemMessage(system_prompt(mode, fmt)),) + history[1:]
-    forked = replace(state, settings=c.settings, mode=mode, fmt=fmt, history=history,
+    blocks = loop.new_state(state.user_input, mode, fmt, c.settings, memory=c.memory).blocks  # the new context
+    forked = replace(state, settings=c.settings, mode=mode, fmt=fmt, history=history, blocks=blocks,
                      note=f"forked here: {c.backend}, {mode} mode, {fmt} format")
     return replace(s, states=s.states[:s.index] + (forked,), backend=spec,
                    title=s.title.removesuffix(" (forked)") + " (forked)")
@@ -280,6 +293,7 @@ def load_session(path: str, lm) -> Session:
         s = run.settings
         settings = checked_settings(lm.context_window, s.max_steps, s.context_budget or
                                     lm.context_window, s.max_new_tokens)
+        settings = rc.recorded_context(settings, s)  # its exemplars, documents, memory, Compact at
         tools = tools_of(run)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"Not a run this tab can replay: {e.__class__.__name__}: {e}") from None
@@ -288,17 +302,28 @@ def load_session(path: str, lm) -> Session:
     return Session((state,), 0, tools, BackendSpec(SCRIPTED, run.replies), run.title, run)
 
 
-def make_backend(spec: BackendSpec, lm):
+def make_backend(spec: BackendSpec, lm, cancel: threading.Event | None = None):
     if spec.kind == SCRIPTED:
         return ScriptedBackend(spec.replies, lm.tokenizer, lm.context_window)
     if spec.kind == LOCAL:
-        return LocalBackend(lm)
+        return LocalBackend(lm, cancel=cancel)  # Stop (or a closed page) sets `cancel`
     return remote.backend_for(spec.url, spec.model)
 
 
-def streamed(call: Callable[[Callable[[str], None]], State]) -> Iterator[tuple[State | None, str]]:
+def streamed(call: Callable[[Callable[[str], None]], State],
+             cancel: threading.Event | None = None) -> Iterator[tuple[State | None, str]]:
     """Run call(on_token) in a worker thread; yield (None, text so far) while tokens arrive, then
-    (new state, text). A call past its wall-clock limit plus a grace period is given up."""
+    (new state, text). A call past its wall-clock limit plus a grace period is given up. When the
+    generator is closed early (Stop cancels the listener) or fails, `cancel` is set: the model's
+    reply stops at its next token instead of running on in the worker thread."""
+    try:
+        yield from _streamed(call)
+    finally:
+        if cancel is not None:
+            cancel.set()
+
+
+def _streamed(call: Callable[[Callable[[str], None]], State]) -> Iterator[tuple[State | None, str]]:
     pieces: queue.SimpleQueue = queue.SimpleQueue()
     box: dict = {}
     done = object()
@@ -334,11 +359,12 @@ def _get(pieces: queue.SimpleQueue):
 
 def one_phase(s: Session, lm) -> Iterator[tuple[State | None, str]]:
     """One phase from the newest state; a real model's reply streams."""
-    state, backend = s.states[-1], make_backend(s.backend, lm)
+    cancel = threading.Event()
+    state, backend = s.states[-1], make_backend(s.backend, lm, cancel)
     if state.phase != Phase.CALL_MODEL or s.backend.kind == SCRIPTED:
         yield loop.step(state, backend, s.tools), ""
         return
-    yield from streamed(lambda on_token: loop.step(state, backend, s.tools, on_token=on_token))
+    yield from streamed(lambda on_token: loop.step(state, backend, s.tools, on_token=on_token), cancel)
 
 
 def frame_of(s: Session, lm) -> rv.Frame:
@@ -347,6 +373,11 @@ def frame_of(s: Session, lm) -> rv.Frame:
     remote = s.backend.kind == REMOTE
     return rv.frame(s.states, s.index, s.tools, None if remote else lm.tokenizer,
                     DEFAULT_CONTEXT_WINDOW if remote else lm.context_window)
+
+
+def _counter(s: Session, lm) -> tuple:
+    """(tokenizer, window) the views count with: none for a server's model (estimates)."""
+    return (None, DEFAULT_CONTEXT_WINDOW) if s.backend.kind == REMOTE else (lm.tokenizer, lm.context_window)
 
 
 def specials_of(s: Session, lm) -> tuple[str, ...]:
@@ -360,7 +391,8 @@ def html_views(s: Session, lm, show_tokens) -> tuple[str, ...]:
     f = frame_of(s, lm)
     label = ("no tokenizer for the server's model: ⌈characters / 4⌉"
              if s.backend.kind == REMOTE else f"{lm.name} tokenizer")
-    return (rv.pseudocode_view(f.state), rv.history_view(f.state, f.new_history),
+    return (rc.pseudocode(f.state), rv.history_view(f.state, f.new_history),
             rv.template_view(f, specials_of(s, lm), show_tokens=bool(show_tokens)),
-            rv.budget_view(f.breakdown, label, f.usage), rv.growth_view(f.state.usage),
-            rv.stop_view(f.state))
+            rv.budget_view(f.breakdown, label, f.usage)
+            + rc.compaction_line(s.states, s.index, s.tools, *_counter(s, lm)),
+            rv.growth_view(f.state.usage, composition=f.state.composition), rv.stop_view(f.state))

@@ -30,6 +30,7 @@ from functools import partial
 import gradio as gr
 
 from agent import remote
+from viz import react_context as ctx
 from viz import react_handlers as h
 from viz import react_run as run
 from viz.react_handlers import LINK_CHOICES  # noqa: F401 (app.py reads it here)
@@ -84,6 +85,18 @@ class Parts:
     json_btn: gr.Button
     upload: gr.UploadButton
     download: gr.File
+    few_shot: gr.Radio  # the Context panel: viz/react_context.py
+    retrieve: gr.Checkbox
+    memory: gr.Checkbox
+    compact: gr.Checkbox
+    compact_at: gr.Slider
+    facts: gr.State
+    facts_from: gr.State
+    fact_text: gr.Textbox
+    pin_btn: gr.Button
+    facts_html: gr.HTML
+    forget_choice: gr.Dropdown
+    forget_btn: gr.Button
 
     @property
     def views(self) -> list:
@@ -186,6 +199,7 @@ def _settings(d: dict, c: Choices, growth: str) -> None:
                     slider("top_p", "Top-p", c.top_p)
                     low, high, _ = LIMITS["seed"]
                     d["seed"] = gr.Number(c.seed, precision=0, minimum=low, maximum=high, label="Seed")
+            ctx.layout(d, c)
             _files(d)
 
 
@@ -219,6 +233,7 @@ def _wire_stepping(p: Parts, lm) -> None:
     run_ev = p.run_btn.click(partial(h.on_run, p, lm), shown, p.stepped, api_name="on_run", **quiet)
     p.stop_btn.click(None, None, None, cancels=[next_ev, run_ev]).then(
         partial(h.stopped, p, lm), shown, p.stepped, api_name="stopped", **quiet)
+    ctx.wire(p, next_ev, run_ev)
     p.back_btn.click(partial(h.on_back, p, lm), shown, p.stepped, api_name="on_back", **quiet)
     p.scrub.input(partial(h.on_scrub, p, lm), [p.sess, p.scrub, p.show_tokens], p.stepped,
                   trigger_mode="always_last", api_name="on_scrub", **quiet)
@@ -231,16 +246,18 @@ def _wire_controls(p: Parts, lm) -> None:
     p.reset_btn.click(partial(h.on_reset, p, lm), inputs, [*p.stepped, p.mode, p.fmt],
                       api_name="on_reset", **quiet)
     p.fork_btn.click(partial(h.on_fork, p, lm), inputs, p.stepped, api_name="on_fork", **quiet)
-    p.task.input(partial(h.on_task, p, lm), inputs, [p.task_text, p.mode, p.fmt, *p.stepped],
+    p.task.input(partial(h.on_task, p, lm), inputs, [p.task_text, p.mode, p.fmt, *p.stepped,
+                                                     *ctx.recorded_outputs(p)],
                  api_name="on_task", **quiet)
     p.backend.input(partial(h.on_backend, p), [p.backend, p.server, p.url], [p.server_row, p.model_name, p.msg],
                     api_name=False, **quiet)
     for event, api_name in ((p.server.input, "on_server"), (p.url.submit, False)):
         event(partial(h.on_server, p), [p.server, p.url], [p.model_name, p.msg], api_name=api_name, **quiet)
     for c in (p.mode, p.fmt, p.constrained, p.temperature, p.top_p, p.seed, p.max_steps, p.budget,
-              p.reply_tokens):
+              p.reply_tokens, p.few_shot, p.retrieve, p.memory, p.compact, p.compact_at):
         c.input(partial(h.settings_hint, p), None, p.msg, api_name=False, **quiet)
-    tour_outs = [p.tour_md, p.tour_at, p.task, p.backend, p.task_text, p.mode, p.fmt, *p.stepped]
+    tour_outs = [p.tour_md, p.tour_at, p.task, p.backend, p.task_text, p.mode, p.fmt, *p.stepped,
+                 *ctx.recorded_outputs(p)]
     for button, delta in ((p.tour_next, 1), (p.tour_prev, -1)):
         button.click(partial(h.on_tour, p, lm, delta), [p.tour_at, *inputs], tour_outs, api_name=False)
 

@@ -198,6 +198,10 @@ body { font-size: var(--body-text-size); }
 .rb-n { font-variant-numeric: tabular-nums; font-weight: 600; }
 .rb-over { color: #b91c1c; font-weight: 700; margin-top: 0.2em; }
 .rb-usage { margin-top: 0.2em; font-size: 0.9em; }
+.rb-compact { margin-top: 0.2em; font-size: 0.85em; }
+.rp-compact { font-size: 0.85em; opacity: 0.85; border-left: 4px solid transparent; padding-left: 0.3em; }
+.rp-compact.current { opacity: 1; font-weight: 700; background: rgba(5, 150, 105, 0.18); border-left-color: #059669; }
+.rm-facts { font-size: 0.9em; }
 .rh-wrap { font-size: 17px; }
 .rh-scroll { display: flex; flex-direction: column-reverse; max-height: 47vh; overflow-y: auto;
   padding-right: 4px; }

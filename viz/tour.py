@@ -70,6 +70,24 @@ REACT_TOUR = (
          "Each token therefore adds latency and cost at every turn, not once. [The Context Budget]",
          {"task": "What's the weather in Berlin and in Paris? (two calls, two ids)"},
          "Press Run to end: watch the budget bar and the growth chart."),
+    Stop("5 · In-context learning vs post-training",
+         "In-context learning shows the format by few-shot examples in the prompt. Every request sends the "
+         "examples again as tokens, the context window limits their number, and the answer depends on their "
+         "choice, order and format. [In-Context Learning vs. Post-Training for ReAct]",
+         {"task": "What's the weather in Berlin? (the lecture's trace)"},
+         "Open *Context*, choose **Few-shot exemplars** 2 and press Reset: the exemplars are their own "
+         "category in the budget bar, re-sent with every call. Measured (docs/BENCHMARKS.md, the bundled "
+         "135M model, T = 0, one run per cell): without constrained decoding it solved 0 of 5 tasks with "
+         "0 exemplars and 0 of 5 with 3 — it answered from memory; with constrained tool calls it solved "
+         "the Berlin trace with 0–3 exemplars and none of the 5 new tasks (with 0 or 3). Here the harness, "
+         "not the examples, carried the format; a post-trained model has it in its weights."),
+    Stop("6 · Compaction",
+         "history only grows. When it becomes too large it is compacted: earlier turns are replaced by a "
+         "summary — provided that a tool_call and its tool_result stay together. [The Core Definition of ReAct]",
+         {"task": "Seven cities on a small budget (compaction at 60 %)"},
+         "Budget 800 tokens, Compact at 60 %. Press Run to end: before line 3 the older turns become one "
+         "summary message (the history shows what it replaced), the budget view shows the prompt before → "
+         "after, the growth chart drops, and the run reaches its answer instead of “context window full”."),
 )
 
 
