@@ -191,7 +191,7 @@ def test_shipped_runs_are_within_the_upload_bounds():
 
 
 def test_react_tab_load_refuses_the_2000_call_upload_with_a_message(lm, tmp_path):
-    from viz.react_tab import load_session
+    from viz.react_run import load_session
 
     path = tmp_path / "run.json"
     path.write_text(json.dumps(upload(2_000)), encoding="utf-8")
