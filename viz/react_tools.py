@@ -124,6 +124,13 @@ def call_key(call) -> str:
     return approval_key(call.name, json.loads(call.arguments or "{}"))
 
 
+def untrusted_result_ids(s) -> frozenset[str]:
+    """The tool_call_ids of the shown state whose results came from an untrusted server."""
+    if s.tools_from == BUILT_IN or not s.key:
+        return frozenset()
+    return mcp_client.untrusted_results(s.state.history, policy_of(s).untrusted_tools)
+
+
 def close(key: str) -> None:
     """The session ended: its server process goes."""
     if key:
