@@ -44,7 +44,7 @@ def controls(d: dict, c: run.Choices) -> None:
         with gr.Row(equal_height=True):
             d["tools_from"] = gr.Dropdown(list(mcp_client.sources()), value=c.tools_from, label="Tools from",
                                           scale=2, elem_id="react-tools-from")
-            d["tool_set"] = gr.Dropdown(list(tool_sets()), value=c.tool_set, label="Tool set (your task)",
+            d["tool_set"] = gr.Dropdown(list(tool_sets()), value=c.tool_set, label="Tool set (free text)",
                                         scale=1, elem_id="react-tool-set")
             d["defence"] = gr.Checkbox(c.defence, label="Defence: calls to an untrusted server's tools "
                                        "wait for approval", scale=2, elem_id="react-defence")
