@@ -30,6 +30,7 @@ def choose_task(page, task: str) -> None:
     page.get_by_role("option", name=task, exact=True).click()
     expect(page.locator("#react-scrub")).to_contain_text("Recorded state 0 of 0", timeout=60_000)
     expect(page.locator("#react-message")).to_contain_text("New run", timeout=60_000)
+    page.wait_for_timeout(1500)  # the page settles (a press at once was seen to be lost)
 
 
 def run_to_end(page) -> None:
@@ -39,6 +40,7 @@ def run_to_end(page) -> None:
 def open_tools(page) -> None:
     page.get_by_text("Tools: built-in functions, an MCP server, or the code tool").click()
     page.locator("#mcp-wire").wait_for()
+    page.wait_for_timeout(1000)  # the accordion's components mount
 
 
 def test_berlin_over_mcp_shows_the_frames_on_the_wire(page):

@@ -13,6 +13,7 @@ What it does not know: how the MCP client, the sandbox or the loop work inside; 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from functools import partial
 
@@ -89,8 +90,8 @@ def wire(p, lm) -> None:
     p.prompt_btn.click(partial(on_prompt, p), [p.sess, p.mcp_city], [p.task, p.task_text, p.msg],
                        api_name="on_mcp_prompt")
     p.compare_btn.click(partial(on_compare, p, lm), None, [p.compare_html, p.msg], api_name="on_compare")
-    for event in (p.reset_btn.click, p.task.input):
-        event(starting, [p.tools_from, p.task], p.msg, api_name=False, **quiet)
+    for event in (p.reset_btn.click, p.task.input):  # in the browser, at once: no server round trip
+        event(None, [p.tools_from, p.task], None, js=STARTING_JS, api_name=False)
 
 
 def ended(s: Session | None) -> None:
@@ -98,6 +99,18 @@ def ended(s: Session | None) -> None:
     h.remove_exports(s)
     if isinstance(s, Session):
         rt.close(s.key)
+
+
+# Shown at once while Reset (or a Task) starts an MCP server (the first use takes seconds); the
+# handler's own message replaces it when the run has started.
+STARTING_JS = f"""(toolsFrom, task) => {{
+  const mcpTasks = {json.dumps(list(rt.MCP_TASKS))};
+  const box = document.getElementById('react-message');
+  if (box && ((toolsFrom && toolsFrom !== {json.dumps(BUILT_IN)}) || mcpTasks.includes(task))) {{
+    box.textContent = {json.dumps("ℹ " + rt.STARTING)};
+  }}
+  return [];
+}}"""
 
 
 # --- the views -----------------------------------------------------------------------------------
@@ -155,12 +168,6 @@ def policy_html(table: list | None = None) -> str:
 
 
 # --- handlers ------------------------------------------------------------------------------------
-
-def starting(tools_from, task) -> dict | object:
-    """Shown at once while Reset (or a Task) starts an MCP server: the first use takes seconds."""
-    uses_mcp = tools_from not in (None, "", BUILT_IN) or task in rt.MCP_TASKS
-    return message(rt.STARTING) if uses_mcp else gr.skip()
-
 
 def task_controls(p, task) -> dict:
     """A shipped MCP replay shows its source and defence in the controls."""
