@@ -91,7 +91,7 @@ def wire(p, lm) -> None:
                        api_name="on_mcp_prompt")
     p.compare_btn.click(partial(on_compare, p, lm), None, [p.compare_html, p.msg], api_name="on_compare")
     for event in (p.reset_btn.click, p.task.input):  # in the browser, at once: no server round trip
-        event(None, [p.tools_from, p.task], None, js=STARTING_JS, api_name=False)
+        event(None, [p.tools_from, p.task, p.msg], p.msg, js=STARTING_JS, api_name=False)
 
 
 def ended(s: Session | None) -> None:
@@ -103,13 +103,10 @@ def ended(s: Session | None) -> None:
 
 # Shown at once while Reset (or a Task) starts an MCP server (the first use takes seconds); the
 # handler's own message replaces it when the run has started.
-STARTING_JS = f"""(toolsFrom, task) => {{
+STARTING_JS = f"""(toolsFrom, task, shown) => {{
   const mcpTasks = {json.dumps(list(rt.MCP_TASKS))};
-  const box = document.getElementById('react-message');
-  if (box && ((toolsFrom && toolsFrom !== {json.dumps(BUILT_IN)}) || mcpTasks.includes(task))) {{
-    box.textContent = {json.dumps("ℹ " + rt.STARTING)};
-  }}
-  return [];
+  const mcp = (toolsFrom && toolsFrom !== {json.dumps(BUILT_IN)}) || mcpTasks.includes(task);
+  return mcp ? {json.dumps(message(rt.STARTING))} : shown;
 }}"""
 
 
