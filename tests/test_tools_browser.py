@@ -109,12 +109,12 @@ def test_with_the_tool_panels_open_the_loop_history_and_stop_stay_on_the_first_s
     page.get_by_role("button", name="Compare specific tools and the code tool (same question)").click()
     expect(page.locator("#react-compare")).to_contain_text("model calls", timeout=120_000)
     page.evaluate("() => window.scrollTo(0, 0)")
-    for view in ("#react-next", "#react-pseudocode", "#react-history", "#react-stop"):
-        box = page.locator(view).bounding_box()
-        assert box["y"] >= 0 and box["y"] + box["height"] <= height, (view, box)
     shots = Path(os.environ.get("REACT_LAB_SCREENSHOTS", tmp_path_factory.getbasetemp() / "screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shots / f"tools-{width}x{height}.png"))
+    for view in ("#react-next", "#react-pseudocode", "#react-history", "#react-stop"):
+        box = page.locator(view).bounding_box()
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height, (view, box)
     page.locator("#mcp-wire").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / f"tools-{width}x{height}-wire.png"))
     page.locator("#react-compare").scroll_into_view_if_needed()

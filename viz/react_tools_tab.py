@@ -139,10 +139,18 @@ def tools_panel(s: Session, client) -> str:
             f"tools/list, advertised to the model as ordinary tools:</p><ul>{items}</ul>{marked}</div>")
 
 
+WIRE_STYLE = ("<style>table.mcp-wire td{padding:2px 6px;vertical-align:top}"
+              "table.mcp-wire tr.untrusted td{background:rgba(220,38,38,.12)}"
+              ".untrusted-mark{color:#b91c1c;font-weight:600}</style>")
+
+
 def wire_panel(frames) -> str:
     head = ("<p><b>The wire</b>: every JSON-RPC frame between the runtime and the MCP server, in order; "
             "a tools/call request carries the loop's tool_call_id.</p>")
-    return head + (mcp_wire.wire_html(frames) if frames else "<p>No MCP server in this run.</p>")
+    if not frames:
+        return head + "<p>No MCP server in this run.</p>"
+    return (f"{head}{WIRE_STYLE}<div style=\"max-height:30em;overflow:auto;font-size:0.7em\">"
+            f"{mcp_wire.wire_html(frames)}</div>")
 
 
 def waiting_html(call, source: str) -> str:
@@ -245,5 +253,4 @@ def on_compare(p, lm) -> dict:
         figures = codeact.compare(runs[codeact.SPECIFIC_STEM], runs[codeact.CODE_STEM], lm.tokenizer,
                                   lm.context_window)
         _compared[id(lm)] = policy_html(codeact.comparison_table(*figures))
-    return {p.compare_html: _compared[id(lm)],
-            p.msg: message("The same question with the specific tools and with the code tool.")}
+    return {p.compare_html: _compared[id(lm)]}  # no message: it would push the views down
