@@ -39,7 +39,7 @@ MCP_TASKS = {  # the Task dropdown's scripted MCP replays → "mcp/<stem>" of as
     "What's the weather in Paris? (an untrusted MCP server, no defence)": "mcp/injection-undefended",
     "What's the weather in Paris? (an untrusted MCP server, defence on)": "mcp/injection-defended",
 }
-STARTING = "Starting the MCP server… (the first use takes a few seconds)"
+STARTING_INFO = "an MCP server is started on Reset: its first use takes a few seconds"
 APPROVAL_NOTE = ("A call to a tool of an untrusted MCP server waits for your approval: Approve runs "
                  "it, Deny lets the policy layer refuse it.")
 

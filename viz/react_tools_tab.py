@@ -13,7 +13,6 @@ What it does not know: how the MCP client, the sandbox or the loop work inside; 
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from functools import partial
 
@@ -44,7 +43,7 @@ def controls(d: dict, c: run.Choices) -> None:
                       elem_id="react-tools-box"):
         with gr.Row(equal_height=True):
             d["tools_from"] = gr.Dropdown(list(mcp_client.sources()), value=c.tools_from, label="Tools from",
-                                          scale=2, elem_id="react-tools-from")
+                                          info=rt.STARTING_INFO, scale=2, elem_id="react-tools-from")
             d["tool_set"] = gr.Dropdown(list(tool_sets()), value=c.tool_set, label="Tool set (free text)",
                                         scale=1, elem_id="react-tool-set")
             d["defence"] = gr.Checkbox(c.defence, label="Defence: calls to an untrusted server's tools "
@@ -90,8 +89,6 @@ def wire(p, lm) -> None:
     p.prompt_btn.click(partial(on_prompt, p), [p.sess, p.mcp_city], [p.task, p.task_text, p.msg],
                        api_name="on_mcp_prompt")
     p.compare_btn.click(partial(on_compare, p, lm), None, [p.compare_html, p.msg], api_name="on_compare")
-    for event in (p.reset_btn.click, p.task.input):  # in the browser, at once: no server round trip
-        event(None, [p.tools_from, p.task, p.msg], p.msg, js=STARTING_JS, api_name=False)
 
 
 def ended(s: Session | None) -> None:
@@ -99,15 +96,6 @@ def ended(s: Session | None) -> None:
     h.remove_exports(s)
     if isinstance(s, Session):
         rt.close(s.key)
-
-
-# Shown at once while Reset (or a Task) starts an MCP server (the first use takes seconds); the
-# handler's own message replaces it when the run has started.
-STARTING_JS = f"""(toolsFrom, task, shown) => {{
-  const mcpTasks = {json.dumps(list(rt.MCP_TASKS))};
-  const mcp = (toolsFrom && toolsFrom !== {json.dumps(BUILT_IN)}) || mcpTasks.includes(task);
-  return mcp ? {json.dumps(message(rt.STARTING))} : shown;
-}}"""
 
 
 # --- the views -----------------------------------------------------------------------------------
