@@ -29,7 +29,9 @@ def values(c: react_run.Choices) -> list:
 def test_every_run_control_is_a_part_of_the_same_name(tab):
     p, _ = tab
     assert [c.label for c in p.choices][:5] == ["Task", "Your task", "Backend", "Mode", "Output format"]
-    assert [c for c in p.choices if c in (p.url, p.model_name, p.server)] == [p.url, p.model_name, p.server]
+    names = [f for f in react_run.Choices.__dataclass_fields__]
+    assert all(getattr(p, n) is c for n, c in zip(names, p.choices, strict=True))
+    assert p.choices[names.index("url"):names.index("server") + 1] == [p.url, p.model_name, p.server]
 
 
 def test_the_session_keeps_digests_and_an_unchanged_view_is_not_sent_again(tab, lm):

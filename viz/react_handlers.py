@@ -26,6 +26,8 @@ from agent.recording import record_run
 from viz import deeplink, tour
 from viz import react_context as ctx
 from viz import react_run as run
+from viz import react_tools as rt
+from viz import react_tools_tab as tt
 from viz import react_views as rv
 from viz.charts import message
 from viz.react_run import FMT_LABEL, FREE_TEXT, LOADED, MODE_LABEL, SCRIPTED, TASKS, Choices, Session
@@ -52,7 +54,8 @@ def views(p, lm, s: Session, show_tokens, note: str = "", kind: str = "info") ->
     last = len(s.states) - 1
     out[p.scrub] = gr.Slider(maximum=max(last, 1), value=s.index,
                              label=f"Recorded state {s.index} of {last}")
-    return {p.sess: replace(s, shown=digests), **out}
+    s = replace(s, shown=digests)
+    return {p.sess: s, **out, **tt.tool_views(p, s)}  # the tool panels: sent when they changed
 
 
 def failed(p, lm, s: Session, show_tokens, text: str) -> dict:
@@ -98,7 +101,7 @@ def advance(p, lm, s: Session, show_tokens, phases: int, redraw_every: float = 0
     and the template view follow its reply. s.shown always describes what the page shows."""
     drawn, pending = time.monotonic(), False
     for _ in range(phases):
-        if s.states[-1].done:
+        if s.states[-1].done or rt.awaiting_call(s) is not None:  # a call waits for Approve / Deny
             break
         f = None  # computed once per phase: a streamed token redraws two views only
         for new, text in run.one_phase(s, lm):
@@ -123,6 +126,8 @@ def on_next(p, lm, s: Session, show_tokens):
     elif s.state.done:
         yield views(p, lm, s, show_tokens, f"The run has stopped ({s.state.stop_reason}). Back, "
                                            "Reset, or Fork from an earlier state.")
+    elif rt.awaiting_call(s) is not None:
+        yield views(p, lm, s, show_tokens, rt.APPROVAL_NOTE)
     else:
         try:
             yield from advance(p, lm, s, show_tokens, 1)
@@ -145,7 +150,9 @@ def on_run(p, lm, s: Session, show_tokens):
     except Exception as e:  # noqa: BLE001 — never a crash: the run keeps what it reached
         yield failed(p, lm, last, show_tokens, f"Run to end failed: {e.__class__.__name__}: {e}")
         return
-    if not last.states[-1].done:
+    if rt.awaiting_call(last) is not None:
+        yield views(p, lm, last, show_tokens, rt.APPROVAL_NOTE)
+    elif not last.states[-1].done:
         why = why or f"{MAX_PHASES} phases"
         yield failed(p, lm, last, show_tokens, f"Stopped after {why}: Next or Run to end continues.")
     elif last is s:
@@ -171,7 +178,7 @@ def on_scrub(p, lm, s: Session, value, show_tokens) -> dict:
 def on_reset(p, lm, s: Session, show_tokens, *values) -> dict:
     """A new run from the controls (`values`: the fields of react_run.Choices, in order)."""
     try:
-        new = run.start(run.checked(lm, Choices(*values)), s.loaded)
+        new = run.start(run.checked(lm, Choices(*values)), s.loaded, s.key)
     except ValueError as e:
         return failed(p, lm, s, show_tokens, str(e))
     mode, fmt = MODE_LABEL[new.state.mode], FMT_LABEL[new.state.fmt]
@@ -200,7 +207,7 @@ def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
         hint = "Type your task" + (", choose the Local model or a server," if c.backend == SCRIPTED
                                    else "") + " then press Reset."
         return {**free, **views(p, lm, s, show_tokens, hint)}
-    return {**free, **on_reset(p, lm, s, show_tokens, *_values(c))}
+    return {**free, **tt.task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *_values(c))}
 
 
 def on_tour(p, lm, delta: int, at, s: Session, show_tokens, *values) -> dict:
@@ -219,7 +226,7 @@ def _values(c: Choices) -> tuple:
 
 def keep_exports(new: Session, old: Session) -> Session:
     """A new run of the same tab keeps the tab's export folder."""
-    return replace(new, exports=old.exports)
+    return replace(new, exports=old.exports, wire_shown=old.wire_shown)
 
 
 def export_path(s: Session, name: str) -> tuple[Session, Path]:

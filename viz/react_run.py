@@ -32,16 +32,20 @@ from urllib.parse import urlparse
 from agent import loop, remote
 from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
+from agent.mcp_client import BUILT_IN
 from agent.memory import Memory
 from agent.messages import SystemMessage
 from agent.parameters import number
 from agent.recording import RecordedRun, load_run, run_from_dict, shipped_runs, start_state, tools_of
+from agent.sandbox import code_tool_enabled
 from agent.template import Fmt, Mode, system_prompt
-from agent.tools import TOOLS, Tool
+from agent.tools import Tool
 from viz import react_context_run as rc
+from viz import react_tools as rt
 from viz import react_views as rv
 
 FREE_TEXT = "Free text…"
+CODE_TASK = "What is the average temperature of Berlin, Madrid and Rome? (code tool)"
 TASKS = {  # the Task dropdown → the shipped recorded run it replays (None: the user's own text)
     "What's the weather in Berlin? (the lecture's trace)": "berlin-weather",
     "A train travels 345 km in 2.5 hours … (arithmetic)": "arithmetic",
@@ -49,9 +53,15 @@ TASKS = {  # the Task dropdown → the shipped recorded run it replays (None: th
     "What's the weather in Berlin and in Paris? (two calls, two ids)": "two-cities",
     "What's the weather in Paris? (a validation error, repaired)": "validation-recovery",
     "Seven cities on a small budget (compaction at 60 %)": "compaction-long-run",
+    **rt.MCP_TASKS,  # scripted replays over MCP (assets/runs/mcp)
+    "What is the average temperature of Berlin, Madrid and Rome? (specific tools)":
+        "average-temperature-specific-tools",
+    CODE_TASK: "average-temperature-code-tool",
     FREE_TEXT: None,
 }
 DEFAULT_TASK = next(iter(TASKS))
+if not code_tool_enabled():  # the deployment switched the code tool off (REACT_LAB_CODE_TOOL=off)
+    del TASKS[CODE_TASK]
 LOADED = "Loaded run: "
 SCRIPTED, LOCAL, REMOTE = "Scripted replay", "Local model", "OpenAI-compatible server"
 BACKENDS = (SCRIPTED, LOCAL, REMOTE)
@@ -101,6 +111,9 @@ class Choices:
     compact: bool = False  # compaction on, …
     compact_at: int = 80  # … past this % of the budget;
     facts: Memory = Memory()  # the browser session's facts (a gr.State: never sent by a visitor)
+    tools_from: str = BUILT_IN  # "Tools from": agent.mcp_client.sources()
+    tool_set: str = rt.DEFAULT_TOOL_SET  # a typed task's tools: agent.tools.tool_sets()
+    defence: bool = False  # calls to an untrusted MCP server's tools wait for approval
 
 
 @dataclass(frozen=True)
@@ -125,6 +138,12 @@ class Session:
     loaded: RecordedRun | None = None  # a run loaded from a file, offered as a task
     shown: tuple[int, ...] = ()  # digests of the views last sent to the page: unchanged ones are skipped
     exports: str = ""  # this session's folder of exported files (removed when the session ends)
+    tools_from: str = BUILT_IN  # where the tools come from (viz/react_tools.py)
+    key: str = ""  # the session's MCP client key (its one server process), kept across runs
+    defence: bool = False
+    approved: frozenset[str] = frozenset()  # approval_key of the calls the visitor approved
+    denied: frozenset[str] = frozenset()  # … and denied (the policy layer refuses them)
+    wire_shown: int = 0  # digest of the tool panels last sent
 
     @property
     def state(self) -> State:
@@ -144,11 +163,15 @@ class Controls:
     url: str
     model: str
     memory: Memory = Memory()  # the facts every call of the run re-sends (empty: memory off)
+    tools_from: str = BUILT_IN
+    tool_set: str = rt.DEFAULT_TOOL_SET
+    defence: bool = False
 
 
 @lru_cache(maxsize=1)
 def recorded_runs() -> dict[str, RecordedRun]:
-    return {stem: load_run(path) for stem, path in shipped_runs().items()}
+    return {**{stem: load_run(path) for stem, path in shipped_runs().items()},
+            **{stem: run for stem, (run, _) in rt.mcp_recorded().items()}}
 
 
 def default_choices(lm) -> Choices:
@@ -194,8 +217,9 @@ def checked(lm, c: Choices) -> Controls:
     settings = checked_settings(window, c.max_steps, c.budget, c.reply_tokens, c.temperature,
                                 c.top_p, c.seed, c.constrained)
     settings, memory = rc.checked_context(settings, c)
+    tools_from, tool_set = rt.checked_source(c.tools_from, c.tool_set)
     return Controls(c.task, text, c.backend, MODES[c.mode], FORMATS[c.fmt], settings, server, model_name,
-                    memory)
+                    memory=memory, tools_from=tools_from, tool_set=tool_set, defence=bool(c.defence))
 
 
 def checked_server(c: Choices) -> tuple[str, str]:
@@ -237,9 +261,10 @@ def run_for(task: str, loaded: RecordedRun | None) -> RecordedRun | None:
     return recorded_runs()[TASKS[task]] if TASKS.get(task) else None
 
 
-def start(c: Controls, loaded: RecordedRun | None = None) -> Session:
+def start(c: Controls, loaded: RecordedRun | None = None, key: str = "") -> Session:
     """A new run from the controls: the state before line 1. A scripted replay keeps the
-    recorded run's mode and format (its replies were written for them)."""
+    recorded run's mode and format (its replies were written for them). `key`: the tab's MCP
+    client key, kept so that a tab never has more than one server process."""
     run = run_for(c.task, loaded)
     if c.backend == SCRIPTED:
         if run is None:
@@ -247,12 +272,25 @@ def start(c: Controls, loaded: RecordedRun | None = None) -> Session:
                              "the Local model for your own text.")
         state = start_state(run, c.settings, c.memory)
         spec = BackendSpec(SCRIPTED, run.replies)
-        return Session((state,), 0, tools_of(run), spec, run.title, loaded)
+        return with_tools(Session((state,), 0, (), spec, run.title, loaded), c, run, key)
     user_input = run.user_input if run else c.user_input
     state = loop.new_state(user_input, c.mode, c.fmt, c.settings, memory=c.memory)
     spec = BackendSpec(c.backend, url=c.url, model=c.model)
-    return Session((state,), 0, tools_of(run) if run else TOOLS, spec,
-                   run.title if run else "Your task", loaded)
+    return with_tools(Session((state,), 0, (), spec, run.title if run else "Your task", loaded),
+                      c, run, key)
+
+
+def with_tools(s: Session, c: Controls, run: RecordedRun | None, key: str) -> Session:
+    """The session with its tools from the chosen source (a shipped MCP replay brings its own
+    source and defence); with the built-in functions the tab's server, if any, is stopped."""
+    extra = rt.extra_of(run)
+    tools_from, defence = (extra["tools_from"], extra["defence"]) if extra else (c.tools_from, c.defence)
+    if tools_from == BUILT_IN:
+        rt.close(key)
+    else:
+        key = rt.new_key(key)
+    tools = rt.tools_for(tools_from, c.tool_set, run, key)
+    return replace(s, tools=tools, tools_from=tools_from, key=key, defence=defence)
 
 
 def fork(s: Session, c: Controls) -> Session:
@@ -275,7 +313,7 @@ def fork(s: Session, c: Controls) -> Session:
     blocks = loop.new_state(state.user_input, mode, fmt, c.settings, memory=c.memory).blocks  # the new context
     forked = replace(state, settings=c.settings, mode=mode, fmt=fmt, history=history, blocks=blocks,
                      note=f"forked here: {c.backend}, {mode} mode, {fmt} format")
-    return replace(s, states=s.states[:s.index] + (forked,), backend=spec,
+    return replace(s, states=s.states[:s.index] + (forked,), backend=spec, defence=c.defence,
                    title=s.title.removesuffix(" (forked)") + " (forked)")
 
 
@@ -362,9 +400,9 @@ def one_phase(s: Session, lm) -> Iterator[tuple[State | None, str]]:
     cancel = threading.Event()
     state, backend = s.states[-1], make_backend(s.backend, lm, cancel)
     if state.phase != Phase.CALL_MODEL or s.backend.kind == SCRIPTED:
-        yield loop.step(state, backend, s.tools), ""
+        yield rt.step(s, state, backend), ""
         return
-    yield from streamed(lambda on_token: loop.step(state, backend, s.tools, on_token=on_token), cancel)
+    yield from streamed(lambda on_token: rt.step(s, state, backend, on_token), cancel)
 
 
 def frame_of(s: Session, lm) -> rv.Frame:

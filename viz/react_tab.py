@@ -33,6 +33,7 @@ from agent import remote
 from viz import react_context as ctx
 from viz import react_handlers as h
 from viz import react_run as run
+from viz import react_tools_tab as tt
 from viz.react_handlers import LINK_CHOICES  # noqa: F401 (app.py reads it here)
 from viz.react_run import BACKENDS, FORMATS, LIMITS, MODES, TASKS, Choices
 
@@ -97,6 +98,21 @@ class Parts:
     facts_html: gr.HTML
     forget_choice: gr.Dropdown
     forget_btn: gr.Button
+    tools_from: gr.Dropdown  # the tool panels: viz/react_tools_tab.py
+    tool_set: gr.Dropdown
+    defence: gr.Checkbox
+    mcp_tools: gr.HTML
+    mcp_wire: gr.HTML
+    resources_btn: gr.Button
+    mcp_city: gr.Textbox
+    prompt_btn: gr.Button
+    mcp_lists: gr.HTML
+    compare_btn: gr.Button
+    compare_html: gr.HTML
+    approval_row: gr.Row
+    approval_html: gr.HTML
+    approve_btn: gr.Button
+    deny_btn: gr.Button
 
     @property
     def views(self) -> list:
@@ -107,7 +123,12 @@ class Parts:
     @property
     def stepped(self) -> list:
         """What every stepping event updates: the session, the views, the scrub slider."""
-        return [self.sess, *self.views, self.scrub]
+        return [self.sess, *self.views, self.scrub, *self.tool_views]
+
+    @property
+    def tool_views(self) -> list:
+        """The tool panels every stepping event may update (viz/react_tools_tab.tool_views)."""
+        return [self.mcp_tools, self.mcp_wire, self.approval_row, self.approval_html]
 
     @property
     def choices(self) -> list:
@@ -215,12 +236,14 @@ def layout(lm, first: run.Session) -> Parts:
     """Every component of the tab, laid out, showing the session `first`."""
     c = run.default_choices(lm)
     html = run.html_views(first, lm, False)
-    d: dict = {"sess": gr.State(first, time_to_live=SESSION_TTL_S, delete_callback=h.remove_exports)}
+    d: dict = {"sess": gr.State(first, time_to_live=SESSION_TTL_S, delete_callback=tt.ended)}
     _run_controls(d, c)
     _buttons(d)
+    tt.approval(d)
     _tour(d)
     _views(d, html)
     _settings(d, c, html[4])
+    tt.controls(d, c)
     return Parts(**d)
 
 
@@ -247,7 +270,7 @@ def _wire_controls(p: Parts, lm) -> None:
                       api_name="on_reset", **quiet)
     p.fork_btn.click(partial(h.on_fork, p, lm), inputs, p.stepped, api_name="on_fork", **quiet)
     p.task.input(partial(h.on_task, p, lm), inputs, [p.task_text, p.mode, p.fmt, *p.stepped,
-                                                     *ctx.recorded_outputs(p)],
+                                                     *ctx.recorded_outputs(p), p.tools_from, p.defence],
                  api_name="on_task", **quiet)
     p.backend.input(partial(h.on_backend, p), [p.backend, p.server, p.url], [p.server_row, p.model_name, p.msg],
                     api_name=False, **quiet)
@@ -284,6 +307,7 @@ def build(lm):
     _wire_stepping(p, lm)
     _wire_controls(p, lm)
     _wire_files(p, lm)
+    tt.wire(p, lm)
     outputs = [p.task, p.backend, p.temperature, p.top_p, p.seed, p.max_steps, *p.stepped, p.mode, p.fmt]
 
     def restore(values: dict) -> list:
