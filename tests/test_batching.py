@@ -16,6 +16,7 @@ import pytest
 from agent import batching, generation, sampling
 from agent.constraints import PRESETS
 from agent.model import PUBLIC
+from tests.page_api import SETTINGS, call, message
 
 pytestmark = pytest.mark.model
 GREEDY = sampling.SamplingConfig(temperature=0)
@@ -194,7 +195,6 @@ def test_kv_cache_bytes_stay_under_the_cap(lm):
 
 # --- through the page's own API -------------------------------------------------------------------
 
-SLIDERS = (1.0, 0, 1.0, 0.0, 20, "Linear")  # temperature, top-k, top-p, min-p, bars, axis
 GREEDY_STEPS = 4
 
 
@@ -222,12 +222,12 @@ def test_sixteen_sessions_through_the_api_finish_unmixed(app_url, lm):
 
     def student(i):
         c = clients[i]
-        out = c.predict(prompts[i], "Raw text", 0, *SLIDERS, api_name="/run_prompt")
-        assert out[3] == "", out[3]
+        out = call(c, "/run_prompt", prompts[i], "Raw text", 0)
+        assert message(out) == "", message(out)
         for _ in range(GREEDY_STEPS):
-            out = c.predict(*SLIDERS, api_name="/greedy")
-            assert out[3] == "", out[3]
-        return continuation_text(out[4])
+            out = call(c, "/greedy", *SETTINGS)
+            assert message(out) == "", message(out)
+        return continuation_text(out["continuation"])
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         got = list(pool.map(student, range(16)))
@@ -242,7 +242,7 @@ def test_a_right_guess_of_another_sessions_prompt_is_not_served_from_its_cache(a
 
     secret = "Dear diary, today I told nobody that my locker code is 3141"
     victim, guesser = (Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in range(2))
-    victim.predict(secret, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
+    call(victim, "/run_prompt", secret, "Raw text", 0)
     steps = lm.batcher.stats.steps
-    out = guesser.predict(secret, "Raw text", 0, *SLIDERS, api_name="/run_prompt")
-    assert out[3] == "" and lm.batcher.stats.steps > steps
+    out = call(guesser, "/run_prompt", secret, "Raw text", 0)
+    assert message(out) == "" and lm.batcher.stats.steps > steps

@@ -16,24 +16,9 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from viz.sampling_tab import POSITION_OUTPUTS
+from tests.page_api import SETTINGS, call, message
 
 pytestmark = [pytest.mark.model, pytest.mark.browser]
-SETTINGS = (1.0, 0, 1.0, 0.0)  # temperature, top-k, top-p, min-p: what Sample and a pick draw under
-SHOWN = tuple(n for n in POSITION_OUTPUTS if n != "state")  # the API leaves the State (and layout) out
-OUTPUTS = {"/sample_n": ("hist", "msg"), "/asking": ("asking", "msg"),
-           "/own_numbers": ("own_chart", "msg"), "/example": ("prompt", "mode", *SHOWN)}
-
-
-def call(client, endpoint: str, *args) -> dict:
-    """One API call; its outputs by name ("msg", "chart", "continuation", …)."""
-    out = client.predict(*args, api_name=endpoint)
-    names = OUTPUTS.get(endpoint, SHOWN)
-    return dict(zip(names, out if isinstance(out, (tuple, list)) else (out,), strict=True))
-
-
-def message(out: dict) -> str:
-    return html.unescape(out["msg"] or "") if isinstance(out.get("msg"), str) else ""
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from agent.recording import (
     shipped_runs,
 )
 from agent.tools import TOOLS
+from tests.page_api import SETTINGS, call, message
 
 pytestmark = pytest.mark.model
 
@@ -244,45 +245,47 @@ def test_presets_read_the_tools_from_agent_tools():
 
 # --- through the page's own endpoints ----------------------------------------------------------------
 
-SLIDERS = (1.0, 0, 1.0, 0.0, 20, "Linear")  # temperature, top-k, top-p, min-p, bars, axis (test_hostile)
-# The slowest redraw another session may see while one visitor's request runs. The issue's goal is 1 s
-# and the interpreter lock is held far less (GilWatch above: < 1 s); through the page the redraw also
-# shares 2 busy cores with the model's forward passes: 1.4–1.8 s measured at load 12 on the shared
-# test machine. 3 s still tells a bounded server from the 38 s freeze the issue found.
+# The slowest cheap request (another visitor's "Link to this view": no model) while one visitor's
+# request runs. The issue's goal is 1 s and the interpreter lock is held far less (GilWatch above:
+# < 1 s); through the page the request also shares 2 busy cores with the model's forward passes:
+# 1.4–1.8 s measured at load 12 on the shared test machine. 3 s still tells a bounded server from
+# the 38 s freeze the issue found.
 CHEAP_CEILING_S = 3.0
 
 
 def slowest_cheap_request(app_url, done: threading.Event) -> float:
-    """Another visitor's slider redraws, one after another until `done`: the slowest one's seconds."""
+    """Another visitor's cheap requests (a link to the view), one after another until `done`: the
+    slowest one's seconds. (Slider moves never reach the server: the page redraws them.)"""
     from gradio_client import Client
 
     other = Client(app_url, verbose=False)
-    other.predict("The capital of France is", "Raw text", 0, *SLIDERS, api_name="/run_prompt")
     worst = 0.0
     while not done.is_set():
         t = time.monotonic()
-        other.predict(*SLIDERS, api_name="/redraw")
+        call(other, "/sampling_link", "The capital of France is", "Raw text", *SETTINGS, "None", 0)
         worst = max(worst, time.monotonic() - t)
         time.sleep(0.05)
     return worst
 
 
 def asking_beside_a_cheap_request(app_url, prompt: str, grammar: Grammar | None, n: int):
-    """Asking vs enforcing through the API while another session redraws: (its message, slowest redraw, s)."""
+    """Asking vs enforcing through the API while another visitor makes cheap requests: (the table, its
+    message, the slowest cheap request, seconds)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gradio_client import Client
 
     c = Client(app_url, verbose=False)
-    c.predict(prompt, "Chat message", 0, *SLIDERS, api_name="/run_prompt")
+    call(c, "/run_prompt", prompt, "Chat message", 0)
     if grammar is not None:
         kind = {"json_schema": "JSON Schema", "regex": "Regular expression"}[grammar.kind]
-        assert "Constraint on" in c.predict(kind, grammar.source, *SLIDERS, api_name="/apply_grammar")[3]
+        assert "Constraint on" in message(call(c, "/apply_grammar", kind, grammar.source))
     done = threading.Event()
     with ThreadPoolExecutor(1) as pool:
         probe = pool.submit(slowest_cheap_request, app_url, done)
         t = time.monotonic()
-        table, msg = c.predict(n, *SLIDERS, api_name="/asking")
+        out = call(c, "/asking", n, *SETTINGS)
+        table, msg = out["asking"], message(out)
         seconds = time.monotonic() - t
         done.set()
         return table, msg, probe.result(), seconds

@@ -1,0 +1,28 @@
+"""The Sampling tab's endpoints as a test calls them: outputs by name, not by position.
+
+    out = call(client, "/run_prompt", "The capital of France is", "Raw text", 0)
+    message(out), out["continuation"], out["chart"]["logits"]
+"""
+
+from __future__ import annotations
+
+import html
+
+from viz.sampling_tab import POSITION_OUTPUTS
+
+SETTINGS = (1.0, 0, 1.0, 0.0)  # temperature, top-k, top-p, min-p: what Sample and a pick draw under
+SHOWN = tuple(n for n in POSITION_OUTPUTS if n != "state")  # the API leaves the State (and layout) out
+OUTPUTS = {"/sample_n": ("hist", "msg"), "/asking": ("asking", "msg"),
+           "/own_numbers": ("own_chart", "msg"), "/example": ("prompt", "mode", *SHOWN),
+           "/sampling_link": ("link",)}
+
+
+def call(client, endpoint: str, *args) -> dict:
+    """One API call; its outputs by name ("msg", "chart", "continuation", …)."""
+    out = client.predict(*args, api_name=endpoint)
+    names = OUTPUTS.get(endpoint, SHOWN)
+    return dict(zip(names, out if isinstance(out, (tuple, list)) else (out,), strict=True))
+
+
+def message(out: dict) -> str:
+    return html.unescape(out["msg"] or "") if isinstance(out.get("msg"), str) else ""
