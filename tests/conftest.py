@@ -95,3 +95,16 @@ def page(browser, app_url, request, tmp_path_factory):
         pg.screenshot(path=str(path), full_page=True)
         print(f"\nscreenshot of the failed page: {path}")
     context.close()
+
+
+@pytest.fixture(scope="module")
+def tab(lm):
+    """(parts, first session) of a built ReAct tab, without launching it."""
+    import gradio as gr
+
+    from viz import react_run, react_tab
+
+    first = react_run.start(react_run.checked(lm, react_run.default_choices(lm)))
+    with gr.Blocks():
+        parts = react_tab.layout(lm, first)
+    return parts, first

@@ -1,4 +1,5 @@
-"""The Sampling tab's endpoints as a test calls them: outputs by name, not by position.
+"""The tabs as a test calls them: the Sampling tab's endpoints with outputs by name, not by
+position, and the ReAct tab's run controls as the values of its inputs.
 
     out = call(client, "/run_prompt", "The capital of France is", "Raw text", 0)
     message(out), out["continuation"], out["chart"]["logits"]
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import html
 
+from viz import react_run
 from viz.sampling_tab import POSITION_OUTPUTS
 
 SETTINGS = (1.0, 0, 1.0, 0.0)  # temperature, top-k, top-p, min-p: what Sample and a pick draw under
@@ -26,3 +28,8 @@ def call(client, endpoint: str, *args) -> dict:
 
 def message(out: dict) -> str:
     return html.unescape(out["msg"] or "") if isinstance(out.get("msg"), str) else ""
+
+
+def values(c: react_run.Choices) -> list:
+    """A ReAct tab's Choices as its listeners' input values, in order."""
+    return [getattr(c, name) for name in react_run.Choices.__dataclass_fields__]

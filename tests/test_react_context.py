@@ -7,28 +7,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import gradio as gr
 import pytest
 
 from agent.loop import LINE_COMPACT, StopReason
 from agent.memory import Memory
+from tests.page_api import values
 from viz import react_context as ctx
 from viz import react_handlers as h
-from viz import react_run, react_tab
+from viz import react_run
 
 COMPACTION_TASK = next(t for t, stem in react_run.TASKS.items() if stem == "compaction-long-run")
 
-
-@pytest.fixture(scope="module")
-def tab(lm):
-    first = react_run.start(react_run.checked(lm, react_run.default_choices(lm)))
-    with gr.Blocks():
-        parts = react_tab.layout(lm, first)
-    return parts, first
-
-
-def values(c: react_run.Choices) -> list:
-    return [getattr(c, name) for name in react_run.Choices.__dataclass_fields__]
 
 
 def test_the_shipped_compaction_run_is_a_task_whose_name_says_compaction():

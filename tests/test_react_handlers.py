@@ -6,24 +6,11 @@ from __future__ import annotations
 
 import os
 
-import gradio as gr
 import pytest
 
+from tests.page_api import values
 from viz import react_handlers as h
-from viz import react_run, react_tab
-
-
-@pytest.fixture(scope="module")
-def tab(lm):
-    """(parts, first session) of a built ReAct tab."""
-    first = react_run.start(react_run.checked(lm, react_run.default_choices(lm)))
-    with gr.Blocks():
-        parts = react_tab.layout(lm, first)
-    return parts, first
-
-
-def values(c: react_run.Choices) -> list:
-    return [getattr(c, name) for name in react_run.Choices.__dataclass_fields__]
+from viz import react_run
 
 
 def test_every_run_control_is_a_part_of_the_same_name(tab):

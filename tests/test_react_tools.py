@@ -4,29 +4,18 @@ defence (Approve / Deny), the code tool's task, the comparison; hostile values b
 
 from __future__ import annotations
 
-import gradio as gr
 import pytest
 
 from agent import mcp_client
 from agent.messages import ToolResultMessage
+from tests.page_api import values
 from viz import react_handlers as h
-from viz import react_run, react_tab
+from viz import react_run
 from viz import react_tools as rt
 from viz import react_tools_tab as tt
 
 BERLIN, PARIS_OFF, PARIS_ON = list(rt.MCP_TASKS)
 
-
-@pytest.fixture(scope="module")
-def tab(lm):
-    first = react_run.start(react_run.checked(lm, react_run.default_choices(lm)))
-    with gr.Blocks():
-        parts = react_tab.layout(lm, first)
-    return parts, first
-
-
-def values(c: react_run.Choices) -> list:
-    return [getattr(c, name) for name in react_run.Choices.__dataclass_fields__]
 
 
 def task(p, lm, first, name, **kw):
