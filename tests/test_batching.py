@@ -41,10 +41,14 @@ def run_rows(lm, rows):
 
 def test_a_batch_of_mixed_past_and_new_lengths_equals_full_forward(lm):
     """Left-padded pasts (0, 3, 2, 11 cached tokens) and right-padded new tokens (all, 2, 1, 5)."""
-    long = lm.encode(TEXTS[1] + " an old fisherman and his wife")
-    rows = [("mix-0", lm.encode(TEXTS[0]), 0, len(lm.encode(TEXTS[0]))),
+    # "⁂ " first: no prefix every session shares (the app's built-in examples) starts like these
+    def enc(text):
+        return lm.encode("⁂ " + text)
+
+    long = enc(TEXTS[1] + " an old fisherman and his wife")
+    rows = [("mix-0", enc(TEXTS[0]), 0, len(enc(TEXTS[0]))),
             ("mix-1", long, 3, 2),
-            ("mix-2", lm.encode(TEXTS[2]), 2, 1),
+            ("mix-2", enc(TEXTS[2]), 2, 1),
             ("mix-3", long, 11, 5)]
     got = run_rows(lm, rows)
     for (_, x, cached, new), z in zip(rows, got, strict=True):
