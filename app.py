@@ -14,9 +14,11 @@ Wiring only: the logic lives in agent/, what a person sees in viz/.
 
 
 import argparse
+import functools
 import ipaddress
 import os
 import sys
+import time
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read by gradio when a Blocks is made
 
@@ -33,8 +35,8 @@ def build_demo(lm, draft_lm=None):
 
     from viz import deeplink, react_tab, render, sampling_tab, speculative_tab
 
-    # delete_cache: Gradio's copies of exported files (runs, PNGs) older than an hour go every 10 min
-    with gr.Blocks(title="ReAct Lab", delete_cache=(600, 3600)) as demo:
+    # delete_cache: Gradio's copies of uploads and exports (runs, PNGs) older than 10 min go every 5 min
+    with gr.Blocks(title="ReAct Lab", delete_cache=(300, 600)) as demo:
         gr.HTML(render.model_header(lm.header), elem_id="model-header")
         link_message = gr.HTML("", elem_id="link-message")
         with gr.Tabs(elem_id="tabs") as tabs:
@@ -83,7 +85,16 @@ def _named(outputs, values) -> dict:
 
 # Events that run the model, by handler name (stable across api_name changes): they share one
 # Gradio concurrency group as wide as the batcher, so concurrent sessions reach it together.
-MODEL_EVENTS = ("on_run", "on_example", "handler", "on_pick", "on_seed", "on_constraint", "on_next")
+MODEL_EVENTS = ("on_run", "on_example", "on_step", "on_pick", "on_seed", "on_constraint", "on_apply", "on_next",
+                "on_approve", "on_deny", "on_many", "on_tour")
+
+
+def handler_name(fn) -> str:
+    """The name of the function behind a listener: Gradio names every functools.partial "fn"
+    (a partial has no __name__), which once left every model event out of the batcher's group."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__name__", "")
 
 
 def configure_queue(demo):
@@ -105,7 +116,7 @@ def configure_queue(demo):
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=4)
     for fn in demo.fns.values():
         own_limit = isinstance(fn.concurrency_limit, int) and fn.concurrency_limit < batching.MAX_BATCH
-        if fn.name in MODEL_EVENTS and fn.queue and not own_limit:
+        if handler_name(fn.fn) in MODEL_EVENTS and fn.queue and not own_limit:
             fn.concurrency_id, fn.concurrency_limit = batching.CONCURRENCY_ID, batching.MAX_BATCH
             if fn.show_progress == "hidden":
                 fn.show_progress = "minimal"  # the queue position shows while a student waits
@@ -237,9 +248,74 @@ class SecurityHeaders:
         return await self.app(scope, receive, send_with_headers)
 
 
-def launch_kwargs() -> dict:
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+UPLOAD_PATH = "/gradio_api/upload"
+UPLOADS_PER_MINUTE = 20  # per client address: a recorded run is a few KB, a class uploads rarely
+
+
+def _reply(status: int, text: str):
+    async def send_reply(send):
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+        await send({"type": "http.response.body", "body": text.encode()})
+    return send_reply
+
+
+def host_of(headers: list[tuple[bytes, bytes]]) -> str:
+    """The Host header without its port, lower case ('' when missing).
+
+    >>> host_of([(b"host", b"LocalHost:7860")]), host_of([(b"host", b"[::1]:80")]), host_of([])
+    ('localhost', '[::1]', '')
+    """
+    value = next((v.decode("latin-1") for k, v in headers if k.lower() == b"host"), "").strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class LoopbackHostOnly:
+    """On a loopback bind, refuse requests whose Host is not localhost / 127.0.0.1 / [::1]: a web page
+    the teacher visits cannot drive the local instance by DNS rebinding (its Host is its own name)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] in ("http", "websocket") and host_of(scope.get("headers", [])) not in LOOPBACK_HOSTS:
+            if scope["type"] == "websocket":
+                return await send({"type": "websocket.close", "code": 1008})
+            return await _reply(421, "This ReAct Lab serves only localhost, 127.0.0.1 and [::1].")(send)
+        return await self.app(scope, receive, send)
+
+
+class UploadLimit:
+    """At most UPLOADS_PER_MINUTE uploads per client address (the first X-Forwarded-For hop behind a
+    Space's proxy): one visitor cannot fill the server's disk with Gradio's upload copies."""
+
+    def __init__(self, app, per_minute: int = UPLOADS_PER_MINUTE):
+        self.app, self.per_minute, self.seen = app, per_minute, {}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope.get("path", "").endswith(UPLOAD_PATH):
+            now, client = time.monotonic(), self._client(scope)
+            recent = [t for t in self.seen.get(client, ()) if now - t < 60]
+            if len(recent) >= self.per_minute:
+                return await _reply(429, f"At most {self.per_minute} uploads a minute; try again shortly.")(send)
+            self.seen[client] = [*recent, now]
+            if len(self.seen) > 10_000:  # bounded: forget the quietest clients
+                self.seen = dict(sorted(self.seen.items(), key=lambda kv: kv[1][-1])[-5_000:])
+        return await self.app(scope, receive, send)
+
+    @staticmethod
+    def _client(scope) -> str:
+        forwarded = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"x-forwarded-for"), "")
+        return forwarded.split(",")[0].strip() or (scope.get("client") or ("?",))[0]
+
+
+def launch_kwargs(host: str = DEFAULT_HOST, env=os.environ) -> dict:
     """Settings for a public server: no share link, no monitoring or run history, files limited to
-    assets/, uploads capped. The queue is bounded in configure_queue (QUEUE_SIZE)."""
+    assets/, uploads capped in size and rate, and on a loopback bind only loopback Host headers.
+    The queue is bounded in configure_queue (QUEUE_SIZE)."""
     from starlette.middleware import Middleware
 
     from viz import theme
@@ -256,7 +332,8 @@ def launch_kwargs() -> dict:
         allowed_paths=[os.path.join(here, "assets")],
         max_file_size="2mb",
         state_session_capacity=SESSION_CAPACITY,
-        app_kwargs={"middleware": [Middleware(SecurityHeaders)]},
+        app_kwargs={"middleware": [Middleware(SecurityHeaders), Middleware(UploadLimit),
+                                   *([Middleware(LoopbackHostOnly)] if is_local_mode(host, env) else [])]},
     )
 
 
@@ -269,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     except RemoteRefused as exc:  # a --remote entry that is no http(s) URL
         print(f"error: --remote: {exc}", file=sys.stderr)
         return 2
+    from agent.sandbox import protect_server_process
+
+    protect_server_process()  # no process of this user may read this one's environment or memory
     if args.no_code_tool:
         from agent.sandbox import ENV_SWITCH
 
@@ -299,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer_info(lm)  # llguidance's token table (≈2 s of Python) now, not in the first visitor's grammar
     demo = build_demo(lm, draft_lm)
     configure_queue(demo)
-    demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs())
+    demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs(args.host))
     return 0
 
 

@@ -36,6 +36,7 @@ from agent.constraints import JSON_FORMAT, Grammar, accepts
 from agent.continuation import cap_prompt
 
 MAX_RUNS = 50
+ASKING_SESSIONS = 4  # comparisons running at once, one per session (the batcher shares their passes)
 MAX_NEW_TOKENS = 48
 TIME_LIMIT_S = 30.0  # per output: a wall-clock limit on each generation
 REQUEST_TOKENS = 1_200  # new tokens of one whole comparison, both columns together

@@ -49,7 +49,7 @@ from agent.formats import Fmt, Mode
 from agent.loop import State, StopReason, new_state
 from agent.messages import Message, SystemMessage, history_from_dicts, history_to_dicts
 from agent.parsing import parse_reply
-from agent.tools import ALL_TOOLS, Tool
+from agent.tools import ALL_TOOLS, RUN_PYTHON_TOOL, Tool
 from agent.validation import DEFAULT_POLICY, Policy
 
 FORMAT = "react-lab-run/1"
@@ -57,6 +57,7 @@ RUNS_DIR = Path(__file__).resolve().parent.parent / "assets" / "runs"
 MAX_REPLIES = 100  # model calls in a run
 MAX_CALLS_PER_REPLY = 8  # tool calls in one reply (structured or parsed from its text)
 MAX_CALLS_PER_RUN = 64
+MAX_CODE_CALLS_PER_RUN = 8  # run_python calls among them: each may take a sandbox slot for seconds
 MAX_REPLY_CHARS = 16_000  # text of one reply
 MAX_RUN_CHARS = 200_000  # text of all replies together
 MAX_HISTORY_MESSAGES = 4 * MAX_REPLIES + MAX_CALLS_PER_RUN + 2
@@ -143,15 +144,18 @@ def _check_sizes(d: dict) -> None:
 
 def _check_calls(run: RecordedRun) -> None:
     """Tool calls per reply and per run, counting those the loop would parse out of a reply's text."""
-    total = 0
+    total = code_calls = 0
     for reply in run.replies:
         calls = reply.tool_calls if reply.tool_calls is not None else parse_reply(
             reply.text, run.fmt, ALL_TOOLS).tool_calls
         if len(calls) > MAX_CALLS_PER_REPLY:
             raise RunTooLarge(f"a reply has {len(calls):,} tool calls; the limit is {MAX_CALLS_PER_REPLY}")
         total += len(calls)
+        code_calls += sum(call.name == RUN_PYTHON_TOOL.name for call in calls)
     if total > MAX_CALLS_PER_RUN:
         raise RunTooLarge(f"the run has {total:,} tool calls; the limit is {MAX_CALLS_PER_RUN}")
+    if code_calls > MAX_CODE_CALLS_PER_RUN:
+        raise RunTooLarge(f"the run has {code_calls:,} run_python calls; the limit is {MAX_CODE_CALLS_PER_RUN}")
 
 
 def load_run(path: Path | str) -> RecordedRun:

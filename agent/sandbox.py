@@ -7,8 +7,11 @@ sandboxing and is harder to restrict". Here every call of `run_code`:
     an empty environment, it has imported smolagents' interpreter and the lab's tools — never
     torch or Gradio), so a call costs a fork, not a second of interpreter start-up; a supervisor
     process kills the child at the wall-clock limit and reports why it ended;
-  - is confined there by agent.sandbox_child (rlimits, seccomp, a network namespace where the
-    kernel allows, an AST interpreter with an import allow-list, a throw-away working directory);
+  - is confined there by agent.sandbox_child: an allow-list seccomp filter (deny by default: no
+    open, socket, process or signal call — the boundary, which does not depend on the
+    interpreter), user `nobody` where the server is root, rlimits, a network namespace where the
+    kernel allows, and inside all that an AST interpreter with an import allow-list;
+  - runs at most PER_SESSION at a time for one visitor's session (agent.batching.current_session);
   - is killed (SIGKILL) at the wall-clock limit; at most MAX_CONCURRENT calls run at once, and a
     call that cannot get a slot within its wall-clock limit is refused ("busy"), never queued forever;
   - returns at most OUTPUT_CHARS characters of output (the pipe read is bounded too).
@@ -26,6 +29,8 @@ True
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import select
@@ -40,13 +45,17 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agent.batching import current_session
+
 MAX_CODE_CHARS = 4000  # the longest code a call may carry (the tool's schema says the same)
 OUTPUT_CHARS = 4000  # what the model reads back, at most (printed output, then the last value)
 MAX_CONCURRENT = max(1, min(4, (os.cpu_count() or 1)))
+PER_SESSION = 1  # calls one visitor's session may run at once (the others' share of the slots)
 MAX_REPLY = 2**20  # bytes read from a child at most (the JSON of output + error is far smaller)
 SLACK_S = 5.0  # beyond the wall clock: the supervisor's kill and report
 STARTUP_S = 60.0  # beyond that, once: the fork server's own start-up (≈ 1 s of CPU; more under load)
 ENV_SWITCH = "REACT_LAB_CODE_TOOL"
+PR_SET_DUMPABLE = 4
 _OFF = {"off", "0", "false", "no", "disabled"}
 
 
@@ -98,13 +107,47 @@ def run_code(code: str, limits: Limits = LIMITS) -> SandboxResult:
     if len(code) > MAX_CODE_CHARS:
         return SandboxResult("", f"the code has {len(code)} characters; the limit is {MAX_CODE_CHARS}")
     start = time.monotonic()
-    if not _slots.acquire(timeout=limits.wall_s):
-        return SandboxResult("", f"the sandbox is busy ({MAX_CONCURRENT} calls running); try again")
-    try:
-        result = _run_in_child(code, limits)
-    finally:
-        _slots.release()
+    with _session_share() as admitted:
+        if not admitted:
+            return SandboxResult("", f"this session already runs {PER_SESSION} code call(s); the next "
+                                     "waits until it ends")
+        if not _slots.acquire(timeout=limits.wall_s):
+            return SandboxResult("", f"the sandbox is busy ({MAX_CONCURRENT} calls running); try again")
+        try:
+            result = _run_in_child(code, limits)
+        finally:
+            _slots.release()
     return SandboxResult(result.output, result.error, round(time.monotonic() - start, 3), result.layers)
+
+
+_running: dict[object, int] = {}  # session → its calls running now
+_running_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _session_share():
+    """Admit a call when its session runs fewer than PER_SESSION (calls outside a session — a
+    notebook, a test — are not counted): one visitor cannot hold every slot."""
+    session = current_session()
+    with _running_lock:
+        admitted = session is None or _running.get(session, 0) < PER_SESSION
+        if admitted and session is not None:
+            _running[session] = _running.get(session, 0) + 1
+    try:
+        yield admitted
+    finally:
+        if admitted and session is not None:
+            with _running_lock:
+                _running[session] -= 1
+                if not _running[session]:
+                    del _running[session]
+
+
+def protect_server_process() -> None:
+    """Mark the server not dumpable: no other process of its user (a code-tool child that got out,
+    a visitor's program) may read its /proc/<pid>/environ or /mem, or attach to it. Linux only."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 class _Zygote:
@@ -254,8 +297,10 @@ def guarantees() -> tuple[str, ...]:
         f"Each call runs in a separate process, killed after {limits.wall_s:g} s of wall clock; "
         f"{limits.cpu_s} s of CPU; {limits.memory_mb} MiB of memory beyond the interpreter's own.",
         f"Code up to {MAX_CODE_CHARS} characters; output cut at {limits.output_chars} characters.",
-        "An AST interpreter (smolagents): no open, eval, exec, __import__ or dunder attributes; "
-        "imports only from an allow-list (math, statistics, itertools, …).",
-        "Where the OS allows: no network (own network namespace; seccomp refuses sockets), no new "
-        "processes, no file-system writes (seccomp), an empty environment.",
+        "The boundary: a system-call allow-list (seccomp, deny by default) — the code can compute and "
+        "write its result, nothing else: no file, no /proc, no network, no process, no signal to "
+        "another process. Without the filter no code runs. As root, the child is also user nobody.",
+        "Inside it, an AST interpreter (smolagents): no open, eval, exec, __import__, dunder, frame or "
+        "code attributes; imports only from an allow-list (math, statistics, itertools, …).",
+        f"An empty environment and no inherited files; at most {PER_SESSION} call per visitor at once.",
     )

@@ -19,6 +19,7 @@ What it does not know: the tools, the interpreter (agent.sandbox_child), the loo
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -31,6 +32,15 @@ from agent.sandbox import read_bounded
 
 MAX_REQUEST = 2**20
 MAX_REPLY = 2**20  # bytes of a child's message, at most
+
+
+def preload() -> None:
+    """Import now what a confined child may use later: its filter refuses `open`, so every module
+    the code may import, and the encyclopedia the tools read, must already be in memory."""
+    for name in sandbox_child.ALLOWED_IMPORTS:
+        importlib.import_module(name)
+    sandbox_child.tools.load_encyclopedia()
+    sandbox_child.interpret("import math\nmath.sqrt(4)", 100)  # smolagents' own lazy imports
 
 
 def serve(sock: socket.socket) -> None:
@@ -87,4 +97,5 @@ def _is_message(data: bytes) -> bool:
 
 
 if __name__ == "__main__":
+    preload()
     serve(socket.socket(fileno=int(sys.argv[1])))

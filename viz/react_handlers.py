@@ -33,7 +33,8 @@ from viz.charts import message
 from viz.react_run import FMT_LABEL, FREE_TEXT, LOADED, MODE_LABEL, SCRIPTED, TASKS, Choices, Session
 
 MAX_PHASES = 400  # Run to end gives up after this many phases …
-MAX_RUN_S = 300.0  # … or this many seconds of work …
+MAX_RUN_S = 300.0  # … or this many seconds of work (MAX_UPLOADED_RUN_S replaying a visitor's file) …
+MAX_UPLOADED_RUN_S = 20.0
 MAX_SENT_BYTES = 20_000_000  # … or after sending this much HTML, per press
 REDRAW_EVERY_S = 0.1  # Run to end redraws a finished phase at most this often (the last always)
 SETTINGS_HINT = ("Settings apply on Reset (a new run) or on Fork from here (this run, continued "
@@ -139,13 +140,14 @@ def on_run(p, lm, s: Session, show_tokens):
     """Run to end, bounded per press in phases, seconds and bytes sent."""
     s = last = replace(s, index=len(s.states) - 1)
     start, sent, why = time.monotonic(), 0, ""
+    budget_s = MAX_UPLOADED_RUN_S if run.replays_upload(s) else MAX_RUN_S
     try:
         for out in advance(p, lm, s, show_tokens, MAX_PHASES, REDRAW_EVERY_S):
             last = out.get(p.sess, last)
             sent += sum(len(v) for v in out.values() if isinstance(v, str))
             yield out
-            if time.monotonic() - start > MAX_RUN_S or sent > MAX_SENT_BYTES:
-                why = f"{MAX_RUN_S:g} s of work" if sent <= MAX_SENT_BYTES else f"{sent:,} bytes sent"
+            if time.monotonic() - start > budget_s or sent > MAX_SENT_BYTES:
+                why = f"{budget_s:g} s of work" if sent <= MAX_SENT_BYTES else f"{sent:,} bytes sent"
                 break
     except Exception as e:  # noqa: BLE001 — never a crash: the run keeps what it reached
         yield failed(p, lm, last, show_tokens, f"Run to end failed: {e.__class__.__name__}: {e}")

@@ -254,6 +254,11 @@ def models_of(server: str) -> tuple[str, ...]:
         raise ValueError(f"No model list from {server}: {e}") from None
 
 
+def replays_upload(s: Session) -> bool:
+    """True while the session replays a visitor's uploaded file (its budget per press is shorter)."""
+    return s.loaded is not None and s.backend.kind == SCRIPTED and s.backend.replies is s.loaded.replies
+
+
 def run_for(task: str, loaded: RecordedRun | None) -> RecordedRun | None:
     """The recorded run behind a Task choice (None for free text)."""
     if str(task).startswith(LOADED):

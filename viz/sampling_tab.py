@@ -576,8 +576,11 @@ def wire(lm, ui: Controls) -> None:
     own = [ui.own_state, ui.own_chart, ui.msg]
     ui.own_btn.click(bind(on_own), ui["own_text own_kind state"], own, api_name="own_numbers")
     ui.own_text.submit(bind(on_own), ui["own_text own_kind state"], own, api_name=False)
+    # Asking vs enforcing: its own group, ASKING_SESSIONS wide, so a second session starts at once and
+    # shares the batcher's passes with the first instead of waiting out a whole N = 50 comparison.
     asking = ui.ask_btn.click(bind(on_asking), ui[f"n_runs state {settings}"], [ui.asking, ui.msg],
-                              concurrency_limit=1, api_name="asking")
+                              concurrency_id="asking", concurrency_limit=enforcing.ASKING_SESSIONS,
+                              api_name="asking")
     ui.stop_btn.click(None, None, None, cancels=[asking])
     tour_in = ui[f"tour_at state prompt mode {settings}"]
     tour_out = [*ui[f"tour_md tour_at prompt mode {settings} n_bars axis constraint"], *pos]
