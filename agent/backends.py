@@ -6,13 +6,13 @@ What it knows: ways to answer one model call —
   ScriptedBackend  replays recorded replies (assets/runs/*.json, see agent.recording), so a
                    lecture demo is identical every time. Reply i answers the call that already
                    holds i assistant turns, so stepping back and forth replays the same reply.
-  LocalBackend     the bundled model (agent.model): the prompt rendered through its chat
-                   template, then token by token by agent.generation (agent.sampling, optionally
+  LocalBackend     the bundled model (agent.llm.model): the prompt rendered through its chat
+                   template, then token by token by agent.llm.generation (agent.sampling, optionally
                    masked by a grammar from agent.constraints), streamed through on_token; it
                    stops at EOS / <|im_end|>, a stop sequence (agent.stops), max_new_tokens or a time limit.
                    With settings.constrained, the native format's whole assistant turn follows
                    agent.turn_grammar (a tool call first, later a call or the answer).
-  (the third, an OpenAI-compatible server behind the outgoing-request guard, is agent.remote.)
+  (the third, an OpenAI-compatible server behind the outgoing-request guard, is agent.llm.remote.)
 A BackendError (unreachable, timed out, malformed reply) becomes the loop's stop reason
 "backend error".
 A reply with tool_calls None is text that the loop parses (agent.parsing.parse_reply); a reply
@@ -112,9 +112,9 @@ class ScriptedBackend:
 # --- the local model -----------------------------------------------------------------------------
 
 class LocalBackend:
-    """The bundled model through agent.model, token by token with agent.generation / agent.sampling.
+    """The bundled model through agent.llm.model, token by token with agent.llm.generation / agent.sampling.
 
-    Its replies share the model's forward passes with every other session (agent/batching.py).
+    Its replies share the model's forward passes with every other session (agent/llm/batching.py).
     ``cancel``: a threading.Event that stops the reply at its next token (the page's Stop sets it;
     so does ``model.stop(session)``). ``session``: whose KV cache the replies reuse — by default
     the session of the event that creates the backend, captured here because the reply may run in
@@ -122,7 +122,7 @@ class LocalBackend:
     """
 
     def __init__(self, model, name: str | None = None, cancel=None, session=None):
-        from agent.batching import current_session
+        from agent.llm.batching import current_session
 
         self.model = model
         self.tokenizer = model.tokenizer
@@ -134,7 +134,7 @@ class LocalBackend:
     def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
         import numpy as np
 
-        from agent import generation
+        from agent.llm import generation
         from agent.sampling import SamplingConfig
 
         config = SamplingConfig(temperature=settings.temperature, top_k=settings.top_k,
@@ -193,7 +193,7 @@ def _open_call(text: str) -> bool:
     return text.rfind(TOOL_CALL_OPEN) > text.rfind(TOOL_CALL_CLOSE)
 
 
-# agent.generation → OpenAI words
+# agent.llm.generation → OpenAI words
 _FINISH_REASONS = {"max new tokens": "length", "time limit": "time", "cancelled": "cancelled"}
 
 

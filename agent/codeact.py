@@ -135,7 +135,7 @@ def write_runs(folder: Path = RUNS_DIR, tokenizer=None) -> list[Path]:
 
 
 if __name__ == "__main__":
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     for path in write_runs(tokenizer=load_model().tokenizer):
         print("wrote", path)

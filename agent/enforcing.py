@@ -17,7 +17,7 @@ engine that built the mask — on the value written as the grammar writes JSON, 
 and number spelling must follow the schema as the enforced column's do.
 
 Every request is bounded as a whole: the prompt is cut to the Sampling tab's cap
-(agent.continuation.MAX_PROMPT_TOKENS), and all outputs of both columns share one budget of
+(agent.llm.continuation.MAX_PROMPT_TOKENS), and all outputs of both columns share one budget of
 REQUEST_TOKENS new tokens and REQUEST_TIME_S seconds; when it is spent, the comparison ends early
 with a note saying so.
 """
@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent import generation, sampling
+from agent import sampling
 from agent.constraints import JSON_FORMAT, Grammar, accepts
-from agent.continuation import cap_prompt
+from agent.llm import generation
+from agent.llm.continuation import cap_prompt
 
 MAX_RUNS = 50
 ASKING_SESSIONS = 4  # comparisons running at once, one per session (the batcher shares their passes)

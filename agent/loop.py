@@ -20,10 +20,10 @@ repetition check), or when the backend fails.
 
 What the context holds besides the history (lecture, Part IV: history + tool schemas + retrieved
 documents + long-term memory): `new_state` fixes the blocks re-sent with the system turn of every
-call — few-shot exemplars (agent.exemplars), the BM25 passages for the question
-(agent.retrieval), the session's memory (agent.memory) — never in the history. Before line 3,
+call — few-shot exemplars (agent.context.exemplars), the BM25 passages for the question
+(agent.context.retrieval), the session's memory (agent.context.memory) — never in the history. Before line 3,
 when the prompt passes settings.compact_at × budget, one phase compacts the history instead of
-calling the model (agent.compaction): the older turns become one summary message.
+calling the model (agent.context.compaction): the older turns become one summary message.
 
 What it does not know: how a model, a template or a tool works inside; Gradio.
 """
@@ -34,12 +34,13 @@ import json
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from agent import compaction
 from agent.backends import Backend, BackendError, BackendReply, OnToken, ScriptedBackend, Settings
 from agent.budget import Breakdown, Usage, breakdown, count_tokens, prompt_tokens
-from agent.exemplars import exemplar_block
+from agent.context import compaction
+from agent.context.exemplars import exemplar_block
+from agent.context.memory import REMEMBER_TOOL, Memory, memory_block
+from agent.context.retrieval import documents_block
 from agent.formats import Fmt, Mode
-from agent.memory import REMEMBER_TOOL, Memory, memory_block
 from agent.messages import (
     AssistantMessage,
     Message,
@@ -51,7 +52,6 @@ from agent.messages import (
     UserMessage,
 )
 from agent.parsing import ParsedReply, parse_reply, split_thought
-from agent.retrieval import documents_block
 from agent.template import Block, Prompt, system_prompt
 from agent.tools import FINISH, Tool
 from agent.validation import DEFAULT_POLICY, Policy, check_policy, validate_call

@@ -35,7 +35,7 @@ class Origin(StrEnum):
 
     USER = "user"
     RUNTIME = "runtime"
-    SUMMARY = "summary"  # compaction's summary of the turns it replaced (agent.compaction)
+    SUMMARY = "summary"  # compaction's summary of the turns it replaced (agent.context.compaction)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The one check for a number a visitor sends: finite, inside [low, high], whole when asked.
 
 Every parameter that arrives from the page, the API or a link goes through ``number``: the sampling
-parameters (agent.sampling.SamplingConfig), the ReAct tab's run settings (viz/react_handlers.py)
+parameters (agent.sampling.SamplingConfig), the ReAct tab's run settings (viz/react/handlers.py)
 and a deep link's values (viz/deeplink.py). One function, so one wording of the message:
 
 >>> number("3", "MAX_STEPS", 1, 20, integer=True)

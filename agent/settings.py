@@ -34,10 +34,10 @@ class Settings:
     seed: int = 0
     constrained: bool = False  # LocalBackend: mask tokens by the turn's grammar (turn_grammar)
     timeout_s: float = 60.0  # wall-clock limit of one model call
-    few_shot: int = 0  # worked exemplars in the prompt, 0–3 (agent.exemplars)
-    retrieve: bool = False  # BM25 passages for the question before the first call (agent.retrieval)
+    few_shot: int = 0  # worked exemplars in the prompt, 0–3 (agent.context.exemplars)
+    retrieve: bool = False  # BM25 passages for the question before the first call (agent.context.retrieval)
     retrieve_k: int = 2  # how many passages
-    memory: bool = False  # advertise the `remember` tool (agent.memory)
+    memory: bool = False  # advertise the `remember` tool (agent.context.memory)
     compact_at: float | None = None  # compact the history past this share of the budget; None: never
 
     def to_dict(self) -> dict:

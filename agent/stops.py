@@ -11,7 +11,7 @@ back until the next token decides.
 4
 
 What it does not know: tokens, the model, or which format a reply is in. Used by
-agent.backends' stream buffer and by agent.generation.
+agent.backends' stream buffer and by agent.llm.generation.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class Policy:
 
     weather_cities: the cities get_weather may be asked about (None: any).
     max_expression_chars: the longest expression the calculator may be given (None: no limit).
-    untrusted_tools: the tools that came from an untrusted MCP server (agent.mcp_client names them).
+    untrusted_tools: the tools that came from an untrusted MCP server (agent.mcp.client names them).
     approval_required: the defence against tool poisoning and injection — a call to an untrusted
         tool runs only if it was approved (its approval_key is in `approved`); off: it just runs.
     """

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
     parser.add_argument("--max-new-tokens", type=int, default=64)
     args = parser.parse_args(argv)
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     lm = load_model(log=lambda *a: None)
     # a long time limit: a reply cut by the machine's load would count as the model's failure

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.no_time_limit:
         enforcing.TIME_LIMIT_S = None  # read by compare() at each call: this process only
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     lm = load_model(log=lambda m: print(m, file=sys.stderr))
     results = [(t, *run(lm, t, args.n)) for t in args.temperatures]

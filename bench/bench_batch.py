@@ -142,7 +142,8 @@ def engines_part(lm) -> None:
     """The same 8 prompts × 32 greedy tokens through generate_batch and through this batcher."""
     import numpy as np
 
-    from agent import generation, sampling
+    from agent import sampling
+    from agent.llm import generation
 
     texts = [f"Story {i}: once upon a time there was a {w}" for i, w in
              enumerate(("king", "cat", "robot", "tree", "ship", "girl", "dragon", "river"))]
@@ -160,7 +161,7 @@ def engines_part(lm) -> None:
     ours_s = time.perf_counter() - t
     theirs_s, same = lm_generate_batch(lm, prompts, got)
     print_table("8 prompts × 32 greedy tokens, prefill included", ["engine", "total tok/s", "same tokens"], [
-        ["agent.batching (batched forward + per-session cache)", f"{sum(map(len, got)) / ours_s:.0f}", "—"],
+        ["agent.llm.batching (batched forward + per-session cache)", f"{sum(map(len, got)) / ours_s:.0f}", "—"],
         ["transformers generate_batch (paged|eager)", f"{8 * 32 / theirs_s:.0f}" if theirs_s else "failed",
          same],
     ])
@@ -192,7 +193,7 @@ def main() -> None:
     quick = "--quick" in sys.argv
     header("bench_batch: concurrent sessions share the model's forward passes")
     greedy_part([1, 2, 4, 8] if quick else [1, 2, 4, 8, 16])
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     lm = load_model(log=lambda m: None)
     react_part(lm, [1, 4, 8])

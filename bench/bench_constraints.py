@@ -36,7 +36,7 @@ from agent.constraints import (  # noqa: E402
     tokenizer_info,
     unpack_bitmask,
 )
-from agent.model import load_model  # noqa: E402
+from agent.llm.model import load_model  # noqa: E402
 
 
 def timed(fn, runs: int) -> np.ndarray:

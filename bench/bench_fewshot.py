@@ -6,7 +6,7 @@
 Prints one Markdown table: for each task, the successes per number of exemplars, with
 constrained decoding (agent.backends.turn_grammar / the ReAct-format grammar) and without.
 Tasks: the three shipped tasks (their recorded question, mode, format and tools) and six new ones
-that differ from every exemplar (other cities, numbers and books than agent/exemplars.py uses).
+that differ from every exemplar (other cities, numbers and books than agent/context/exemplars.py uses).
 Success: the run ends with an answer (a text-only turn or finish[answer]) that contains the
 expected string, after at least one tool call, within MAX_STEPS model calls.
 At T = 0 the sampler takes the argmax: one seed stands for all. At T > 0 each seed is a run.
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", nargs="*", default=None)
     parser.add_argument("--decoding", choices=["both", "constrained", "free"], default="both")
     args = parser.parse_args(argv)
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     lm = load_model(log=lambda *a: None)
     chosen = [t for t in tasks() if not args.tasks or t.name in args.tasks]

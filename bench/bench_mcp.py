@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import header, median, ms, p95, print_table  # noqa: E402
 
-from agent.mcp_client import LAB_SERVER, McpClient  # noqa: E402
+from agent.mcp.client import LAB_SERVER, McpClient  # noqa: E402
 from agent.tools import get_weather  # noqa: E402
 
 

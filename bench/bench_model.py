@@ -1,4 +1,4 @@
-"""Model benchmarks: how fast agent.model answers, and how far bfloat16 drifts from float32.
+"""Model benchmarks: how fast agent.llm.model answers, and how far bfloat16 drifts from float32.
 
     .venv/bin/python bench/bench_model.py            # ~3-5 min on 2 cores
     .venv/bin/python bench/bench_model.py --repeats 2 --tokens 32   # a quick look
@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _common import header, median, ms, p95, print_table  # noqa: E402
 
-from agent.model import LanguageModel, load_model  # noqa: E402
+from agent.llm.model import LanguageModel, load_model  # noqa: E402
 
 LLAMA_CPP_TOK_S = 98  # measured earlier on this machine, same GGUF (DESIGN.md); not measured here
 GOAL_TOK_S = 25
@@ -129,7 +129,7 @@ class Prompts:
         return self.lm.encode(f"{self.n}. {self.text}")
 
 
-# --- int4 weights on the Q4_1 grid (an experiment: agent/model.py is not changed) --------------
+# --- int4 weights on the Q4_1 grid (an experiment: agent/llm/model.py is not changed) --------------
 
 
 class Int4Linear(torch.nn.Module):
@@ -409,7 +409,7 @@ def bench_decode_tables(lms: dict[str, LanguageModel], tokens: int, repeats: int
          *long_context_rows(lms, tokens // 2, max(2, repeats // 2)), reference],
     )
     print_table(
-        "Decode experiments (this script only; agent/model.py unchanged), same short context",
+        "Decode experiments (this script only; agent/llm/model.py unchanged), same short context",
         DECODE_COLUMNS,
         list(rows.values()),
     )

@@ -4,7 +4,7 @@ click to the pseudo-code view showing the new state; plus one step of the local 
     .venv/bin/python bench/bench_react_ui.py                # ~3-6 min on 2 cores
     .venv/bin/python bench/bench_react_ui.py --runs 12 --screenshot docs/react-tab.png
 
-1. Server: viz.react_run.html_views (frame: render + tokenize + breakdown, then the six HTML
+1. Server: viz.react.run.html_views (frame: render + tokenize + breakdown, then the six HTML
    views) for every state of the scripted Berlin run, with the model's tokenizer.
 2. Browser: `python app.py` on a free loopback port, headless Chromium at 1920×1080, ReAct tab,
    Backend = Scripted replay, Task = Berlin. Per run: Reset, then Next four times (the lecture's
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import free_port, header, median, ms, p95, print_table, start_app, stop_app  # noqa: E402
 
 from agent import loop  # noqa: E402
-from viz import react_run  # noqa: E402
+from viz.react import run as react_run
 
 BERLIN = react_run.DEFAULT_TASK
 NEXTS_PER_RUN = 4
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-local", action="store_true", help="skip the local-model step")
     parser.add_argument("--screenshot", type=Path, help="also save a 1920×1080 screenshot here")
     args = parser.parse_args(argv)
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     lm = load_model(log=lambda m: print(m, file=sys.stderr))
     header("ReAct tab: Next → updated views, on the server and in the browser")

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import free_port, header, median, ms, p95, print_table, start_app, stop_app  # noqa: E402
 
-from agent import continuation as cont  # noqa: E402
 from agent.constraints import PRESETS  # noqa: E402
+from agent.llm import continuation as cont
 from viz import position  # noqa: E402
 
 PROMPT = "The capital of France is"
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     header("Sampling tab in the page: slider moves, positions, a class")
     lm = load_model()

@@ -1,4 +1,4 @@
-"""Benchmark of speculative decoding (agent/speculative.py) on the bundled model; prints a table.
+"""Benchmark of speculative decoding (agent/llm/speculative.py) on the bundled model; prints a table.
 
 Per draft kind (early exit at L = 8, 24 and 27 of 30 layers; prompt lookup) and γ ∈ {1, 2, 4, 8},
 side by side in one run, over the same prompts: the acceptance rate α, tokens per target pass,
@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent import speculative  # noqa: E402
-from agent.model import load_model  # noqa: E402
+from agent.llm import speculative
+from agent.llm.model import load_model  # noqa: E402
 from agent.sampling import SamplingConfig  # noqa: E402
 from bench._common import header, print_table  # noqa: E402
 

@@ -171,13 +171,13 @@ import torch; mark("import torch")
 import gradio; mark("import gradio")
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 import transformers.models.llama.modeling_llama; mark("import transformers (Auto classes, Llama)")
-import app; from agent.model import load_model
+import app; from agent.llm.model import load_model
 lm = load_model(log=lambda m: None); mark("load_model (cache check, tokenizer, weights, vocab)")
 demo = app.build_demo(lm); mark("build_demo")
 demo.queue(max_size=app.QUEUE_SIZE, default_concurrency_limit=4)
 demo.launch(server_name="127.0.0.1", server_port=int(sys.argv[1]), prevent_thread_lock=True,
             quiet=True, **app.launch_kwargs()); mark("launch (server up)")
-from agent import model as m
+from agent.llm import model as m
 folder = m._gguf_cache_dir(m.bundled_gguf()); since = time.perf_counter()
 m.cache_is_valid(folder)
 t["of which (timed again alone): cache_is_valid, SHA-256 of the cache"] = (

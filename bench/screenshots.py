@@ -62,7 +62,7 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     import app
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     lm = load_model()
     demo = app.build_demo(lm)

@@ -47,7 +47,7 @@ def replies() -> tuple[BackendReply, ...]:
 
 
 def main() -> None:
-    from agent.model import load_model
+    from agent.llm.model import load_model
 
     tok = load_model().tokenizer
     exact = run(new_state(QUESTION, "react", "native", SETTINGS), ScriptedBackend(replies(), tok), TOOLS)

@@ -102,7 +102,8 @@ def tab(lm):
     """(parts, first session) of a built ReAct tab, without launching it."""
     import gradio as gr
 
-    from viz import react_run, react_tab
+    from viz.react import run as react_run
+    from viz.react import tab as react_tab
 
     first = react_run.start(react_run.checked(lm, react_run.default_choices(lm)))
     with gr.Blocks():

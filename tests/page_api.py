@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import html
 
-from viz import react_run
-from viz.sampling_tab import POSITION_OUTPUTS
+from viz.react import run as react_run
+from viz.sampling.tab import POSITION_OUTPUTS
 
 SETTINGS = (1.0, 0, 1.0, 0.0)  # temperature, top-k, top-p, min-p: what Sample and a pick draw under
 SHOWN = tuple(n for n in POSITION_OUTPUTS if n != "state")  # the API leaves the State (and layout) out

@@ -29,11 +29,11 @@ def test_page_shows_the_model_header_and_both_tabs(page):
 
 @pytest.mark.parametrize(
     "path",
-    ["app.py", "/etc/passwd", "../../etc/passwd", "agent/model.py", "CACHE/config.json", "CACHE/model.safetensors"],
+    ["app.py", "/etc/passwd", "../../etc/passwd", "agent/llm/model.py", "CACHE/config.json", "CACHE/model.safetensors"],
 )
 def test_the_file_route_serves_nothing_but_assets(page, app_url, path):
     """A browser asks the file route for source, system and model-cache files: all refused."""
-    from agent import model as model_mod
+    from agent.llm import model as model_mod
 
     cache = model_mod._gguf_cache_dir(model_mod.bundled_gguf())
     url = app_url + "gradio_api/file=" + path.replace("CACHE", str(cache))

@@ -1,4 +1,4 @@
-"""Concurrent sessions share the model's forward passes (agent/batching.py + agent/model.py), on
+"""Concurrent sessions share the model's forward passes (agent/llm/batching.py + agent/llm/model.py), on
 the real bundled model: batched results equal solo ones, stop frees a slot, sessions never see
 each other's cache, and 16 sessions through the page's own API finish unmixed."""
 
@@ -13,9 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from agent import batching, generation, sampling
+from agent import sampling
 from agent.constraints import PRESETS
-from agent.model import PUBLIC
+from agent.llm import batching, generation
+from agent.llm.model import PUBLIC
 from tests.page_api import SETTINGS, call, message
 
 pytestmark = pytest.mark.model

@@ -9,10 +9,11 @@ import pytest
 
 from agent.backends import BackendReply, ScriptedBackend, Settings
 from agent.budget import breakdown, shares
-from agent.compaction import choose_cut, compact
-from agent.exemplars import EXEMPLARS, exemplar_block
+from agent.context.compaction import choose_cut, compact
+from agent.context.exemplars import EXEMPLARS, exemplar_block
+from agent.context.memory import MAX_FACTS, REMEMBER, Memory, after_run, pin
+from agent.context.retrieval import retrieve
 from agent.loop import LINE_COMPACT, StopReason, build_prompt, new_state, run, step
-from agent.memory import MAX_FACTS, REMEMBER, Memory, after_run, pin
 from agent.messages import (
     AssistantMessage,
     Origin,
@@ -24,7 +25,6 @@ from agent.messages import (
     pairing_violations,
 )
 from agent.recording import load_run, replay, shipped_runs, tools_of
-from agent.retrieval import retrieve
 from agent.template import BLOCK_CATEGORIES, CATEGORIES, Fmt, Mode, Prompt, render
 from agent.tools import SEARCH_TOOL, TOOLS, WEATHER_TOOL
 

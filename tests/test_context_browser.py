@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from agent.loop import LINE_COMPACT
-from viz import react_run
+from viz.react import run as react_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 COMPACTION_TASK = next(t for t, stem in react_run.TASKS.items() if stem == "compaction-long-run")

@@ -8,8 +8,9 @@ import jsonschema
 import numpy as np
 import pytest
 
-from agent import enforcing, generation, sampling
+from agent import enforcing, sampling
 from agent.constraints import PRESETS, Grammar
+from agent.llm import generation
 
 pytestmark = pytest.mark.model
 GREEDY = sampling.SamplingConfig(temperature=0)

@@ -2,7 +2,7 @@
 
 Each case must give a clear message, keep the app serving, and leave the session's work intact;
 another session must never notice. Gradio enforces a Textbox's max_length only in the browser, so
-the server checks every bound itself. Outputs are read by name (viz.sampling_tab.POSITION_OUTPUTS),
+the server checks every bound itself. Outputs are read by name (viz.sampling.tab.POSITION_OUTPUTS),
 never by position. Slider moves no longer reach the server at all (tests/test_sampling_browser.py).
 """
 
@@ -59,7 +59,7 @@ def test_bad_prompts_get_a_message_and_keep_the_work(client, name, prompt, expec
 
 
 # A lone surrogate cannot cross the wire (JSON encoders refuse it, a browser sends U+FFFD); the server's
-# own cleaning of one is tested on agent.continuation.clean_prompt in test_sampling_views.py.
+# own cleaning of one is tested on agent.llm.continuation.clean_prompt in test_sampling_views.py.
 ODD_PROMPTS = [
     ("control characters", "a\x00b\x01c\x07d\x1b[31m"),
     ("right-to-left and zero-width", "abc\u202edef\u200bghi"),

@@ -7,8 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from agent import continuation as cont
 from agent import sampling
+from agent.llm import continuation as cont
 from viz import charts
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]

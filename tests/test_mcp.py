@@ -13,7 +13,7 @@ import pytest
 
 from agent import loop
 from agent.loop import build_prompt
-from agent.mcp_client import (
+from agent.mcp.client import (
     BUILT_IN,
     LAB_SERVER,
     UNTRUSTED_SERVER,
@@ -30,9 +30,9 @@ from agent.mcp_client import (
     spec_for,
     untrusted_results,
 )
-from agent.mcp_runs import load_mcp_run, mcp_runs, replay_mcp
-from agent.mcp_untrusted import INJECTION, NOTE_SENT, POISONED_DESCRIPTION
-from agent.mcp_wire import call_pairs, wire_html, wire_rows
+from agent.mcp.runs import load_mcp_run, mcp_runs, replay_mcp
+from agent.mcp.untrusted import INJECTION, NOTE_SENT, POISONED_DESCRIPTION
+from agent.mcp.wire import call_pairs, wire_html, wire_rows
 from agent.messages import ResultKind, ToolCall, ToolResultMessage
 from agent.recording import load_run, replay, shipped_runs
 from agent.template import Fmt, Prompt, render_prompt
@@ -144,7 +144,7 @@ def test_the_server_runs_on_its_own_as_a_module():
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                        "clientInfo": {"name": "t", "version": "0"}}}
-    out = subprocess.run([sys.executable, "-m", "agent.mcp_server"], input=json.dumps(init) + "\n",
+    out = subprocess.run([sys.executable, "-m", "agent.mcp.server"], input=json.dumps(init) + "\n",
                          capture_output=True, text=True, timeout=30, cwd=Path(__file__).parent.parent)
     assert json.loads(out.stdout.splitlines()[0])["result"]["serverInfo"]["name"] == "react-lab"
 
@@ -309,7 +309,7 @@ def test_a_command_that_does_not_exist_is_a_clear_failure():
 
 def test_the_server_starts_lazily_and_its_process_is_gone_after_close():
     def servers() -> int:
-        return sum("agent.mcp_server" in c for c in child_commands())
+        return sum("agent.mcp.server" in c for c in child_commands())
 
     before = servers()  # the module's `lab` client may hold one
     client = McpClient(LAB_SERVER)
@@ -331,7 +331,7 @@ def test_one_server_per_session_and_idle_ones_are_reaped():
     second.tools()
     assert reap_idle(0) >= 1 and not second.running
     close_session("session-a")
-    assert not any("agent.mcp_untrusted" in c for c in child_commands())
+    assert not any("agent.mcp.untrusted" in c for c in child_commands())
 
 
 def test_a_visitor_picks_a_source_by_label_and_never_names_a_command():
@@ -341,11 +341,11 @@ def test_a_visitor_picks_a_source_by_label_and_never_names_a_command():
 
 
 def test_the_operators_mcp_option_adds_an_untrusted_source():
-    import agent.mcp_client as mc
+    import agent.mcp.client as mc
 
     try:
-        spec = configure(f"{sys.executable} -m agent.mcp_server")
-        assert spec.untrusted and spec.args == ("-m", "agent.mcp_server") and mc.OPERATOR_LABEL in sources()
+        spec = configure(f"{sys.executable} -m agent.mcp.server")
+        assert spec.untrusted and spec.args == ("-m", "agent.mcp.server") and mc.OPERATOR_LABEL in sources()
         assert configure("https://mcp.example.org/mcp").url == "https://mcp.example.org/mcp"
     finally:
         mc._operator = None
@@ -384,7 +384,7 @@ def test_wire_rows_are_inert_for_html_template_literals_and_bidi_overrides():
 def test_the_process_cap_holds_when_many_sessions_start_at_once(monkeypatch):
     import threading
 
-    import agent.mcp_client as mc
+    import agent.mcp.client as mc
 
     reap_idle(0)
     monkeypatch.setattr(mc, "MAX_RUNNING", 1)
@@ -398,7 +398,7 @@ def test_the_process_cap_holds_when_many_sessions_start_at_once(monkeypatch):
             outcomes.append("started")
         except McpFailure as e:
             outcomes.append(str(e))
-        peak.append(sum("agent.mcp_server" in c for c in child_commands()))
+        peak.append(sum("agent.mcp.server" in c for c in child_commands()))
 
     threads = [threading.Thread(target=start, args=(c,)) for c in clients]
     try:
@@ -416,7 +416,7 @@ def test_the_process_cap_holds_when_many_sessions_start_at_once(monkeypatch):
 
 def test_sessions_that_never_end_cannot_grow_the_servers_memory(monkeypatch):
     """Each kept client holds a wire log (≤ MAX_FRAMES frames); the number of clients is bounded."""
-    import agent.mcp_client as mc
+    import agent.mcp.client as mc
 
     monkeypatch.setattr(mc, "MAX_SESSIONS", 3)
     keys = [f"visitor-{i}" for i in range(6)]

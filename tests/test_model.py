@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent import model as model_mod
+from agent.llm import model as model_mod
 
 pytestmark = pytest.mark.model
 ROOT = Path(__file__).resolve().parents[1]

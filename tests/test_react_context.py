@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
+from agent.context.memory import Memory
 from agent.loop import LINE_COMPACT, StopReason
-from agent.memory import Memory
 from tests.page_api import values
-from viz import react_context as ctx
-from viz import react_handlers as h
-from viz import react_run
+from viz.react import context as ctx
+from viz.react import handlers as h
+from viz.react import run as react_run
 
 COMPACTION_TASK = next(t for t, stem in react_run.TASKS.items() if stem == "compaction-long-run")
 

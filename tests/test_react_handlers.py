@@ -9,8 +9,8 @@ import os
 import pytest
 
 from tests.page_api import values
-from viz import react_handlers as h
-from viz import react_run
+from viz.react import handlers as h
+from viz.react import run as react_run
 
 
 def test_every_run_control_is_a_part_of_the_same_name(tab):

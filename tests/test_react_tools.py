@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent import mcp_client
+from agent.mcp import client as mcp_client
 from agent.messages import ToolResultMessage
 from tests.page_api import values
-from viz import react_handlers as h
-from viz import react_run
-from viz import react_tools as rt
-from viz import react_tools_tab as tt
+from viz.react import handlers as h
+from viz.react import run as react_run
+from viz.react import tools as rt
+from viz.react import tools_tab as tt
 
 BERLIN, PARIS_OFF, PARIS_ON = list(rt.MCP_TASKS)
 

@@ -1,5 +1,5 @@
-"""The ReAct tab below the browser: the pure views of viz/react_views.py on real replayed runs, and
-the tab's checks, fork and run files (viz/react_run.py functions, no page)."""
+"""The ReAct tab below the browser: the pure views of viz/react/views.py on real replayed runs, and
+the tab's checks, fork and run files (viz/react/run.py functions, no page)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from agent.messages import (
 )
 from agent.recording import load_run, record_run, replay, shipped_runs, tools_of
 from agent.template import render, system_prompt
-from viz import react_run
-from viz import react_views as rv
+from viz.react import run as react_run
+from viz.react import views as rv
 
 EVIL = '<img src=x onerror="window.__p=1">${window.__q=1}`'
 
@@ -405,8 +405,8 @@ def test_budget_bar_names_every_new_category():
 
 @pytest.fixture
 def configured():
-    """Configure agent.remote for one test; the app's configuration comes back after."""
-    from agent import remote
+    """Configure agent.llm.remote for one test; the app's configuration comes back after."""
+    from agent.llm import remote
 
     saved = dict(remote._config)
     yield remote.configure
@@ -446,7 +446,7 @@ def test_a_listed_server_is_chosen_by_label_and_lists_its_models(lm, configured,
 
 
 def test_without_free_urls_a_typed_url_reaches_nothing(lm, configured):
-    from agent.remote import RemoteRefused
+    from agent.llm.remote import RemoteRefused
 
     configured(["lab=http://10.0.0.2:8000"], free_url=False)
     with pytest.raises(ValueError, match="Choose a server"):

@@ -1,4 +1,4 @@
-"""The one way out: agent.remote's guard and its OpenAI-compatible backend.
+"""The one way out: agent.llm.remote's guard and its OpenAI-compatible backend.
 
 Against servers this file starts on 127.0.0.1: stubs speaking the wire format (streamed and not,
 malformed, oversized, dripping, redirecting), a real `transformers serve` with the bundled model
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import remote
 from agent.backends import ScriptedBackend, Settings
 from agent.budget import Usage
+from agent.llm import remote
+from agent.llm.remote import OpenAIBackend, RemoteRefused, parse_chat_completion
 from agent.loop import StopReason, build_prompt, new_state, run, step
-from agent.remote import OpenAIBackend, RemoteRefused, parse_chat_completion
 from agent.tools import TOOLS, WEATHER_TOOL
 from tests.conftest import free_port
 
@@ -38,7 +38,7 @@ SECRET = "SECRET-7f3a"  # in every hostile body: it must never reach a message
 
 @pytest.fixture(autouse=True)
 def fresh_config():
-    """Each test configures agent.remote itself; the app's configuration comes back after."""
+    """Each test configures agent.llm.remote itself; the app's configuration comes back after."""
     saved = dict(remote._config)
     yield
     remote._config.update(saved)
@@ -422,7 +422,7 @@ def test_a_model_name_is_bounded():
 @pytest.fixture(scope="module")
 def served(lm, tmp_path_factory):
     """`transformers serve` on loopback with the bundled model's cached folder (+ architectures)."""
-    from agent.model import _gguf_cache_dir, bundled_gguf, cache_is_valid
+    from agent.llm.model import _gguf_cache_dir, bundled_gguf, cache_is_valid
 
     cached = _gguf_cache_dir(bundled_gguf())
     assert cache_is_valid(cached)

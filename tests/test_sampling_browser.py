@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from agent import continuation as cont
 from agent import sampling
+from agent.llm import continuation as cont
 from viz import charts
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent import continuation as cont
 from agent import sampling
+from agent.llm import continuation as cont
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 JS = Path(__file__).resolve().parent.parent / "viz" / "js" / "sampling.js"

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from agent import continuation as cont
 from agent import sampling, topn
+from agent.llm import continuation as cont
 from viz import charts, position, render
 
 LECTURE = np.log(np.array([0.4, 0.3, 0.25, 0.03, 0.02]))

@@ -286,7 +286,7 @@ def test_the_child_leaves_no_file_behind_and_sees_an_empty_environment(tmp_path)
 
 CONFINED_PROBE = """
 import json, os, socket, sys
-from agent import sandbox_child
+from agent.sandbox import child as sandbox_child
 layers = sandbox_child.confine({"workdir": sys.argv[1], "cpu_s": 2, "memory_mb": 64, "wall_s": 5})
 out = {"layers": layers, "env": dict(os.environ)}
 def attempt(name, f):
@@ -307,7 +307,7 @@ print(json.dumps(out))
 
 def test_os_layers_hold_even_for_code_that_escaped_the_interpreter(tmp_path):
     """Second line of defence: raw Python after confine() — no interpreter in the way."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(sandbox.__file__)))
+    root = str(sandbox.ROOT)
     done = subprocess.run([sys.executable, "-c", CONFINED_PROBE, str(tmp_path)], capture_output=True,
                           text=True, timeout=60, env={"PYTHONPATH": root}, cwd=tmp_path)
     out = json.loads(done.stdout)

@@ -2,7 +2,7 @@
 
 The interpreter (smolagents' AST walker) is only the inner layer: a frame route once widened its
 import list and read the Space's secrets. These tests skip the interpreter entirely: a real
-process runs agent.sandbox_child.confine() and then tries, with raw system calls, every move the
+process runs agent.sandbox.child.confine() and then tries, with raw system calls, every move the
 red team made against a dummy process the test owns (its environment holds a fake token). Each
 must fail with EPERM, the dummy must live on unchanged, and a loopback listener must see no
 connection. On the main before issue 21 (a deny-list filter, same user) the reads of /proc, the
@@ -29,13 +29,13 @@ from agent import sandbox
 from agent.sandbox import run_code
 
 FAKE_TOKEN = "hf_FAKEtoken4issue21xyz"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sandbox.__file__)))
+ROOT = str(sandbox.ROOT)
 X86_64 = {"kill": 62, "rt_sigqueueinfo": 129, "fsetxattr": 190, "prlimit64": 302,
           "pidfd_send_signal": 424, "pidfd_open": 434, "pidfd_getfd": 438}
 
 ESCAPED = """
 import ctypes, json, os, socket, sys
-from agent import sandbox_child
+from agent.sandbox import child as sandbox_child
 libc = ctypes.CDLL(None, use_errno=True)
 dummy, port, workdir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 layers = sandbox_child.confine({"workdir": workdir, "cpu_s": 2, "memory_mb": 64, "wall_s": 10})
@@ -186,7 +186,7 @@ def test_the_server_process_is_marked_not_dumpable():
 def test_a_session_runs_one_code_call_at_a_time(monkeypatch):
     """Two calls of one session at once: the second is refused at once, with a message; another
     session's call runs beside them."""
-    from agent import batching
+    from agent.llm import batching
 
     session = {"now": ("test", "a")}
     monkeypatch.setattr(batching, "_resolver", lambda: session["now"])

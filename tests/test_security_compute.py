@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from agent import continuation as cont
 from agent import enforcing, sampling
 from agent.constraints import PRESET_TOOLS, PRESETS, Grammar, constraint_for, tokenizer_info
+from agent.llm import continuation as cont
 from agent.recording import (
     FORMAT,
     MAX_CALLS_PER_REPLY,
@@ -192,7 +192,7 @@ def test_shipped_runs_are_within_the_upload_bounds():
 
 
 def test_react_tab_load_refuses_the_2000_call_upload_with_a_message(lm, tmp_path):
-    from viz.react_run import load_session
+    from viz.react.run import load_session
 
     path = tmp_path / "run.json"
     path.write_text(json.dumps(upload(2_000)), encoding="utf-8")

@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import app
-from agent import batching, enforcing, recording
+from agent import enforcing, recording
+from agent.llm import batching
 
 MODEL_API_NAMES = ("run_prompt", "example", "sample", "greedy", "back", "reroll", "pick", "seed", "constraint",
                    "apply_grammar", "sample_n", "on_next", "on_run", "on_approve", "on_deny")

@@ -1,4 +1,4 @@
-"""Speculative decoding's rejection rule (agent.speculative) on fixed distributions.
+"""Speculative decoding's rejection rule (agent.llm.speculative) on fixed distributions.
 
 The distribution test. n = 20,000 draws of the first emitted token by the rule, n more directly
 from p, both bucketed into K outcomes. For an empirical distribution ê of n draws from π,
@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pytest
 
-from agent import speculative
+from agent.llm import speculative
 from agent.sampling import SamplingConfig
 
 N = 20_000

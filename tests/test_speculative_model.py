@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent import speculative
+from agent.llm import speculative
 from agent.sampling import SamplingConfig
 from tests.test_speculative import N, tv, tv_bound
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from viz import react_run, react_tools
+from viz.react import run as react_run
+from viz.react import tools as react_tools
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 BERLIN, _, PARIS_ON = list(react_tools.MCP_TASKS)

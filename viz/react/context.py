@@ -3,10 +3,10 @@ long-term memory and compaction — its layout, its handlers and its listeners.
 
 The four run controls are fields of react_run.Choices (`few_shot`, `retrieve`, `memory`,
 `compact`, `compact_at`), so Reset, Fork, the Task list and the tour read them like any other;
-their checks are viz/react_context_run.py. The browser session's facts are a Memory in their own
+their checks are viz/react/context_run.py. The browser session's facts are a Memory in their own
 gr.State (`facts`, with a time to live): Choices' field `facts`, so a new run re-sends them,
 never sent by a visitor (a State is not an API input) and never seen by another session. When a
-run ends its successful `remember` calls are added (agent.memory.after_run), once per run.
+run ends its successful `remember` calls are added (agent.context.memory.after_run), once per run.
 
 What it does not know: how the loop, exemplars, retrieval, memory or compaction work inside.
 """
@@ -18,11 +18,11 @@ from functools import partial
 
 import gradio as gr
 
-from agent import memory as am
-from agent.memory import Memory
+from agent.context import memory as am
+from agent.context.memory import Memory
 from agent.tools import ToolError
-from viz import react_context_run as rc
 from viz.charts import message
+from viz.react import context_run as rc
 from viz.render import esc
 
 FACTS_TTL_S = 2 * 3600  # a tab's facts are forgotten this long after their last update
@@ -73,7 +73,7 @@ def _facts(p, m: Memory, note: str = "", kind: str = "info") -> dict:
 
 
 def on_pin(p, m, text) -> dict:
-    """Pin a fact (bounded by agent.memory); it enters the context of the next run with Memory on."""
+    """Pin a fact (bounded by agent.context.memory); it enters the context of the next run with Memory on."""
     m = m if isinstance(m, Memory) else Memory()
     try:
         kept = am.pin(m, text)

@@ -19,7 +19,7 @@ and one worker thread runs the waiting requests of all sessions together, one st
 - **stop**: a request whose ``cancel()`` turns true leaves before the next step with ``Cancelled``.
 
 This module is pure Python (no torch): the forward pass and the KV cache are
-``LanguageModel._prepare`` / ``_forward_rows`` in agent/model.py, the "engine" below. It does not
+``LanguageModel._prepare`` / ``_forward_rows`` in agent/llm/model.py, the "engine" below. It does not
 know sampling, grammars or Gradio. Session keys come from the caller (``session=``) or from a
 resolver the app installs (``set_session_resolver``: Gradio's session hash of the running event).
 

@@ -1,7 +1,7 @@
 """Speculative-decoding views as HTML: the continuation coloured by how each token was made, the
 per-position view of the last rounds (`spec-rounds`) and the figures (`spec-stats`).
 
-Pure functions of values from agent.speculative (a Decoding, its RoundViews, its Stats): they
+Pure functions of values from agent.llm.speculative (a Decoding, its RoundViews, its Stats): they
 format numbers and lay out rows; they never compute a probability.
 """
 

@@ -2,9 +2,9 @@
 target scores them all in one forward pass, and the rejection rule accepts or resamples.
 
 Read top to bottom: choices → the session value → handlers (module-level, named inputs, each
-returns {component: value}) → `build` (layout) → listeners. The math is agent.speculative; the
-model calls are agent.model (`tail_logits`, `early_exit_logits`, `plain_decode_seconds`); the
-views are viz.speculative_views.
+returns {component: value}) → `build` (layout) → listeners. The math is agent.llm.speculative; the
+model calls are agent.llm.model (`tail_logits`, `early_exit_logits`, `plain_decode_seconds`); the
+views are viz.speculative.views.
 
 Adding a control: one field in `Controls`, one argument in `Settings.read`, one line in `layout`.
 """
@@ -16,9 +16,9 @@ from functools import partial
 
 import gradio as gr
 
-from agent import continuation, speculative
+from agent.llm import continuation, speculative
 from agent.sampling import SamplingConfig
-from viz import speculative_views as views
+from viz.speculative import views
 
 EARLY_EXIT = "Early exit (first L layers of the model)"
 PROMPT_LOOKUP = "Prompt lookup (n-grams copied from the context)"

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from agent import continuation as cont
 from agent import enforcing, sampling, topn
 from agent.constraints import PRESETS, ConstraintViolation, Grammar, GrammarError
+from agent.llm import continuation as cont
 from viz import charts, deeplink, position, tour
 
 EXAMPLES = {
@@ -52,7 +52,7 @@ MAX_OWN_CHARS = 20_000
 SESSION_TTL_S = 2 * 60 * 60  # a session's state is dropped two hours after its last change
 LINK_CHOICES = {"mode": PROMPT_MODES, "constraint": (NO_CONSTRAINT, *PRESETS)}
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
-JS_DIR = Path(__file__).resolve().parent / "js"
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
 SETTINGS = ("temperature", "top_k", "top_p", "min_p")
 # What a position change returns, by name (the API leaves out the State): tests read by these names.
 POSITION_OUTPUTS = ("state", "chart", "msg", "continuation", "prompt_string")
@@ -606,7 +606,7 @@ def build(lm):
     Returns (outputs, restore): the components a deep link may set, and the function that
     computes {component: value} for a parsed link (app.py calls it on page load).
     """
-    for text, chat in EXAMPLES.values():  # every visitor sees these: their KV is shared (agent.model)
+    for text, chat in EXAMPLES.values():  # every visitor sees these: their KV is shared (agent.llm.model)
         ids = lm.encode(cont.prompt_string(lm, text, chat))
         lm.share_prefix(cont.cap_prompt(lm, ids, cont.RESERVED_FOR_CONTINUATION)[0])
     first = cont.start(lm, *EXAMPLES[DEFAULT_EXAMPLE], seed=0)

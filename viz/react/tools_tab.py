@@ -8,7 +8,7 @@ is what every stepping event adds to the views (sent only when it changed). Ever
 from a server or from code is escaped (viz/render.esc, agent/mcp_wire.inert): shown, never run.
 
 What it does not know: how the MCP client, the sandbox or the loop work inside; the run itself
-(viz/react_run.py, viz/react_tools.py).
+(viz/react/run.py, viz/react/tools.py).
 """
 
 from __future__ import annotations
@@ -18,14 +18,16 @@ from functools import partial
 
 import gradio as gr
 
-from agent import codeact, mcp_client, mcp_wire, sandbox
-from agent.mcp_client import BUILT_IN, McpFailure
+from agent import codeact, sandbox
+from agent.mcp import client as mcp_client
+from agent.mcp import wire as mcp_wire
+from agent.mcp.client import BUILT_IN, McpFailure
 from agent.tools import PARSING_VS_POLICY, tool_sets
-from viz import react_handlers as h
-from viz import react_run as run
-from viz import react_tools as rt
 from viz.charts import message
-from viz.react_run import FREE_TEXT, Session
+from viz.react import handlers as h
+from viz.react import run
+from viz.react import tools as rt
+from viz.react.run import FREE_TEXT, Session
 from viz.render import esc
 
 SAME_PROMPT = ("The prompt sent to the model is byte-identical with the built-in functions and with "
@@ -161,13 +163,6 @@ def policy_html(table: list | None = None) -> str:
 
 
 # --- handlers ------------------------------------------------------------------------------------
-
-def task_controls(p, task) -> dict:
-    """A shipped MCP replay shows its source and defence in the controls."""
-    run_ = run.recorded_runs().get(str(rt.MCP_TASKS.get(task)))
-    extra = rt.extra_of(run_)
-    return {p.tools_from: extra["tools_from"], p.defence: extra["defence"]} if extra else {}
-
 
 def _decide(p, lm, s: Session, show_tokens, approve: bool):
     s = replace(s, index=len(s.states) - 1)

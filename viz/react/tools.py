@@ -5,10 +5,10 @@ MCP server (lecture Part III, "Standardising Tools: MCP"; "Specific Tools vs. a 
     state = step(s, state, backend, on_token)  # loop.step, or mcp_client.step with the policy
     awaiting_call(s)                        # the pending call the page must ask about (or None)
 
-What it knows: the "Tools from" choices (agent.mcp_client.sources), the tool sets
+What it knows: the "Tools from" choices (agent.mcp.client.sources), the tool sets
 (agent.tools.tool_sets), the scripted MCP replays (assets/runs/mcp, as Task entries), one MCP
-client per session key (agent.mcp_client.for_session), the defence (approval in the page).
-A visitor picks labels only; commands and URLs are the operator's (agent.mcp_client.configure).
+client per session key (agent.mcp.client.for_session), the defence (approval in the page).
+A visitor picks labels only; commands and URLs are the operator's (agent.mcp.client.configure).
 
 What it does not know: Gradio, the views, how the loop or the MCP client work inside.
 
@@ -24,9 +24,10 @@ import json
 import uuid
 from functools import lru_cache
 
-from agent import loop, mcp_client
-from agent.mcp_client import BUILT_IN, McpFailure, spec_for
-from agent.mcp_runs import load_mcp_run, mcp_runs
+from agent import loop
+from agent.mcp import client as mcp_client
+from agent.mcp.client import BUILT_IN, McpFailure, spec_for
+from agent.mcp.runs import load_mcp_run, mcp_runs
 from agent.recording import RecordedRun, tools_of
 from agent.tools import TOOL_SETS, Tool, tool_sets
 from agent.validation import DEFAULT_POLICY, approval_key

@@ -7,7 +7,7 @@ model.next_token_logits (prefix KV cache: one decode step) → the grammar's mas
 sampling.trace (mask → temperature → top-k → top-p → min-p) → the token drawn with a seeded u.
 
 Concurrent generations share forward passes: each step's next_token_logits is a request to the
-batcher (agent/batching.py), so several sessions' generations advance together, each with its own
+batcher (agent/llm/batching.py), so several sessions' generations advance together, each with its own
 KV cache, sampling settings, grammar and stop conditions — and the same tokens as alone.
 
 Stop: pass ``cancel`` (a threading.Event the UI sets) or ``cancelled`` (a callable); either stops
@@ -71,7 +71,7 @@ def generate(
     dropped at the end, so a visitor's prompt is never found by another visitor).
     """
     start = time.monotonic()
-    from agent.batching import Cancelled, current_session
+    from agent.llm.batching import Cancelled, current_session
 
     key = session if session is not None else current_session()
     private = key is None and hasattr(lm, "forget")

@@ -1,6 +1,6 @@
 """The wire log as rows a view can show: one per JSON-RPC frame, in order (the `mcp-wire` panel).
 
-What it knows: the entries agent.mcp_client.McpClient.wire records — {n, t_ms, direction ("out":
+What it knows: the entries agent.mcp.client.McpClient.wire records — {n, t_ms, direction ("out":
 client → server, "in": server → client, "note": the runtime's own note), frame (the JSON-RPC
 message as serialized), tool_call_id, untrusted}. It pairs each response with its request's method
 by JSON-RPC id, and carries the loop's tool_call_id from a tools/call request to its response.

@@ -5,7 +5,7 @@ model `lm` — bound by the layout with functools.partial — then the values of
 returns (or yields) {component: value} for the components it changes; a component left out is
 not sent. A bad value never raises into Gradio: it becomes a message in #react-message and the
 run stays as it was. The run itself (checks, start, fork, stepping, the HTML of the views) is
-viz/react_run.py; here it is only turned into updates.
+viz/react/run.py; here it is only turned into updates.
 
 What it does not know: the layout, or how the loop and the views work inside.
 """
@@ -24,13 +24,12 @@ import gradio as gr
 from agent.parameters import number
 from agent.recording import record_run
 from viz import deeplink, tour
-from viz import react_context as ctx
-from viz import react_run as run
-from viz import react_tools as rt
-from viz import react_tools_tab as tt
-from viz import react_views as rv
 from viz.charts import message
-from viz.react_run import FMT_LABEL, FREE_TEXT, LOADED, MODE_LABEL, SCRIPTED, TASKS, Choices, Session
+from viz.react import context as ctx
+from viz.react import run
+from viz.react import tools as rt
+from viz.react import views as rv
+from viz.react.run import FMT_LABEL, FREE_TEXT, LOADED, MODE_LABEL, SCRIPTED, TASKS, Choices, Session
 
 MAX_PHASES = 400  # Run to end gives up after this many phases …
 MAX_RUN_S = 300.0  # … or this many seconds of work (MAX_UPLOADED_RUN_S replaying a visitor's file) …
@@ -209,7 +208,7 @@ def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
         hint = "Type your task" + (", choose the Local model or a server," if c.backend == SCRIPTED
                                    else "") + " then press Reset."
         return {**free, **views(p, lm, s, show_tokens, hint)}
-    return {**free, **tt.task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *_values(c))}
+    return {**free, **task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *_values(c))}
 
 
 def on_tour(p, lm, delta: int, at, s: Session, show_tokens, *values) -> dict:
@@ -271,6 +270,13 @@ def on_load(p, lm, path, s: Session, show_tokens) -> dict:
                     f"Loaded “{new.title}”: a scripted replay of it."),
             p.task: gr.Dropdown(choices=[*TASKS, label], value=label), p.backend: SCRIPTED,
             p.mode: MODE_LABEL[new.state.mode], p.fmt: FMT_LABEL[new.state.fmt]}
+
+
+def task_controls(p, task) -> dict:
+    """A shipped MCP replay shows its source and defence in the controls."""
+    run_ = run.recorded_runs().get(str(rt.MCP_TASKS.get(task)))
+    extra = rt.extra_of(run_)
+    return {p.tools_from: extra["tools_from"], p.defence: extra["defence"]} if extra else {}
 
 
 # --- deep links ----------------------------------------------------------------------------------

@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agent.budget import breakdown
+from agent.context.memory import Memory
 from agent.loop import LINE_COMPACT, PSEUDO_CODE_NOTES, State, build_prompt
-from agent.memory import Memory
 from agent.parameters import number
 from agent.settings import COMPACT_RANGE, MAX_FEW_SHOT, Settings
 from agent.tools import Tool
-from viz import react_views as rv
+from viz.react import views as rv
 from viz.render import esc
 
 FEW_SHOT_CHOICES = tuple(range(MAX_FEW_SHOT + 1))
@@ -37,7 +37,7 @@ def checked_context(settings: Settings, c) -> tuple[Settings, Memory]:
     """The Context controls of Choices `c` added to `settings`, every value bounded; and the
     memory the run re-sends (the session's facts with Memory on, none with it off).
 
-    >>> from viz.react_run import Choices
+    >>> from viz.react.run import Choices
     >>> checked_context(Settings(), Choices(compact=True, compact_at=70))[0].compact_at
     0.7
     >>> checked_context(Settings(), Choices(few_shot=7))

@@ -3,9 +3,9 @@
 Layout and listeners only. Read it in this order:
   Parts     every component of the tab, by name (the controls, the buttons, the six views);
   layout    builds them: the run controls, the buttons, the tour, the views, the settings;
-  wire      connects each event to one function of viz/react_handlers.py (behaviour), which
+  wire      connects each event to one function of viz/react/handlers.py (behaviour), which
             returns {component: value}; the run itself (checks, start, fork, stepping, the views'
-            HTML) is viz/react_run.py, the views are viz/react_views.py.
+            HTML) is viz/react/run.py, the views are viz/react/views.py.
 A Session in gr.State (with a time to live) holds the loop States recorded so far and the index
 shown: Back and the scrub slider move the index; Next moves it forward or, at the newest state,
 runs one phase (a real model's reply streams into the template view token by token); Fork from
@@ -29,13 +29,13 @@ from functools import partial
 
 import gradio as gr
 
-from agent import remote
-from viz import react_context as ctx
-from viz import react_handlers as h
-from viz import react_run as run
-from viz import react_tools_tab as tt
-from viz.react_handlers import LINK_CHOICES  # noqa: F401 (app.py reads it here)
-from viz.react_run import BACKENDS, FORMATS, LIMITS, MODES, TASKS, Choices
+from agent.llm import remote
+from viz.react import context as ctx
+from viz.react import handlers as h
+from viz.react import run
+from viz.react import tools_tab as tt
+from viz.react.handlers import LINK_CHOICES  # noqa: F401 (app.py reads it here)
+from viz.react.run import BACKENDS, FORMATS, LIMITS, MODES, TASKS, Choices
 
 SESSION_TTL_S = 2 * 3600  # a tab's run is forgotten this long after its last update
 
@@ -86,7 +86,7 @@ class Parts:
     json_btn: gr.Button
     upload: gr.UploadButton
     download: gr.File
-    few_shot: gr.Radio  # the Context panel: viz/react_context.py
+    few_shot: gr.Radio  # the Context panel: viz/react/context.py
     retrieve: gr.Checkbox
     memory: gr.Checkbox
     compact: gr.Checkbox
@@ -98,7 +98,7 @@ class Parts:
     facts_html: gr.HTML
     forget_choice: gr.Dropdown
     forget_btn: gr.Button
-    tools_from: gr.Dropdown  # the tool panels: viz/react_tools_tab.py
+    tools_from: gr.Dropdown  # the tool panels: viz/react/tools_tab.py
     tool_set: gr.Dropdown
     defence: gr.Checkbox
     mcp_tools: gr.HTML

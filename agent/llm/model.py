@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.batching import current_session
+from agent.llm.batching import current_session
 
 # OpenMP threads that spin while waiting collapse under load: on a 2-core machine shared by a
 # class (or by other processes) a float32 decode step went from ~80 ms to ~540 ms with libgomp's
@@ -430,7 +430,7 @@ class LanguageModel:
         self._store = _KVStore(total, SESSION_KV_TOKENS, PUBLIC_KV_TOKENS)
         self._hot: _Block | None = None  # the block of the last pass: its rows may continue in place
         self._stops: dict[object, set] = {}  # session → cancel events of its running generations
-        from agent.batching import Batcher
+        from agent.llm.batching import Batcher
 
         self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC))
 
@@ -474,12 +474,12 @@ class LanguageModel:
     def next_token_logits(self, token_ids: Sequence[int], session=None, cancel=None) -> np.ndarray:
         """(V,) float32 logits z of the token after ``token_ids`` over the whole vocabulary.
 
-        A blocking call that goes through the batcher (agent/batching.py): concurrent calls from
+        A blocking call that goes through the batcher (agent/llm/batching.py): concurrent calls from
         different sessions share one batched forward pass. ``session``: whose KV cache to reuse —
         a session finds only its own prefixes and the shared ones (``share_prefix``); None = the
         running Gradio event's session (the resolver app.py installs), else one anonymous cache.
         Appending one token to a known sequence runs one decode step; a branch runs only the
-        tokens after the shared prefix. ``cancel()`` true → agent.batching.Cancelled at the next step.
+        tokens after the shared prefix. ``cancel()`` true → agent.llm.batching.Cancelled at the next step.
         """
         ids, session = self._checked(token_ids), self._session(session)
         with self._store_lock:
@@ -635,7 +635,7 @@ class LanguageModel:
             session = current_session()
         return ANONYMOUS if session is None else session
 
-    # --- speculative decoding (agent/speculative.py): a one-pass verify, an early-exit draft -----
+    # --- speculative decoding (agent/llm/speculative.py): a one-pass verify, an early-exit draft -----
     # Both run outside the batcher (one sequence, several positions or a part of the layers) but on
     # the same session-keyed prefix cache, under the forward lock the batcher's passes hold too.
 

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from agent.loop import State
-from agent.mcp_client import McpClient, mcp_policy, spec_for, step
+from agent.mcp.client import McpClient, mcp_policy, spec_for, step
 from agent.recording import RUNS_DIR, RecordedRun, record_run, replay_start, run_from_dict, tools_of
 from agent.tools import Tool
 from agent.validation import DEFAULT_POLICY, Policy

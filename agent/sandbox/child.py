@@ -12,12 +12,12 @@ Runs only in a process forked for one call, never in the server. In order, `main
      the descriptors it holds, its own signals, time, random bytes, exit — and EPERM for every
      other call: no open (no file, no /proc of the server), no socket, no fork or exec, no signal,
      pidfd or prlimit against another process, no extended attributes. Everything the code may
-     import was imported before (agent.sandbox_zygote), so the code needs no file. Fails closed:
+     import was imported before (agent.sandbox.zygote), so the code needs no file. Fails closed:
      without the filter no code runs,
   5. interprets the code with smolagents' LocalPythonExecutor machinery (an AST interpreter: no
      `open`, `eval`, `exec`, `__import__`, dunder, frame or code attributes; imports only from
      ALLOWED_IMPORTS, passed as a tuple), with the lab's specific tools (agent.tools) as functions,
-  6. writes one JSON message {"output", "error", "layers"} to its supervisor (agent.sandbox_zygote).
+  6. writes one JSON message {"output", "error", "layers"} to its supervisor (agent.sandbox.zygote).
 
 The interpreter is the inner layer; the boundary is the filter: code that escapes the interpreter
 (a frame route, a bug in smolagents) holds a Python process that can only compute and write to

@@ -21,7 +21,7 @@ generation runs its logits processors over both the draft's and the target's log
 guarantee is "distributed as the target sampled with these settings".
 
 What it knows: numpy and agent.sampling. Where logits come from is passed in (`Draft.propose`,
-`target_logits`); the model layer (agent.model) provides them, this module never touches torch.
+`target_logits`); the model layer (agent.llm.model) provides them, this module never touches torch.
 """
 
 from __future__ import annotations

@@ -3,15 +3,15 @@
 Lecture, "Specific Tools vs. a Code Tool": a code tool "executes arbitrary code, so it requires
 sandboxing and is harder to restrict". Here every call of `run_code`:
   - is checked in the server process only for its length (MAX_CODE_CHARS), never run there;
-  - runs in a new process forked by a small fork server (agent.sandbox_zygote: started once with
+  - runs in a new process forked by a small fork server (agent.sandbox.zygote: started once with
     an empty environment, it has imported smolagents' interpreter and the lab's tools — never
     torch or Gradio), so a call costs a fork, not a second of interpreter start-up; a supervisor
     process kills the child at the wall-clock limit and reports why it ended;
-  - is confined there by agent.sandbox_child: an allow-list seccomp filter (deny by default: no
+  - is confined there by agent.sandbox.child: an allow-list seccomp filter (deny by default: no
     open, socket, process or signal call — the boundary, which does not depend on the
     interpreter), user `nobody` where the server is root, rlimits, a network namespace where the
     kernel allows, and inside all that an AST interpreter with an import allow-list;
-  - runs at most PER_SESSION at a time for one visitor's session (agent.batching.current_session);
+  - runs at most PER_SESSION at a time for one visitor's session (agent.llm.batching.current_session);
   - is killed (SIGKILL) at the wall-clock limit; at most MAX_CONCURRENT calls run at once, and a
     call that cannot get a slot within its wall-clock limit is refused ("busy"), never queued forever;
   - returns at most OUTPUT_CHARS characters of output (the pipe read is bounded too).
@@ -45,7 +45,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from agent.batching import current_session
+from agent.llm.batching import current_session
 
 MAX_CODE_CHARS = 4000  # the longest code a call may carry (the tool's schema says the same)
 OUTPUT_CHARS = 4000  # what the model reads back, at most (printed output, then the last value)
@@ -97,7 +97,7 @@ def code_tool_enabled(environ: dict | None = None) -> bool:
 
 
 _slots = threading.BoundedSemaphore(MAX_CONCURRENT)
-ROOT = Path(__file__).resolve().parent.parent  # the child imports agent.sandbox_child from here
+ROOT = Path(__file__).resolve().parents[2]  # the child imports agent.sandbox.child from here
 
 
 def run_code(code: str, limits: Limits = LIMITS) -> SandboxResult:
@@ -151,7 +151,7 @@ def protect_server_process() -> None:
 
 
 class _Zygote:
-    """The fork server (agent.sandbox_zygote), started on first use and again if it died."""
+    """The fork server (agent.sandbox.zygote), started on first use and again if it died."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -188,7 +188,7 @@ class _Zygote:
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agent.sandbox_zygote", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+            [sys.executable, "-m", "agent.sandbox.zygote", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
             cwd=tempfile.gettempdir(), env={"PYTHONPATH": _import_path(), "PYTHONDONTWRITEBYTECODE": "1"},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)

@@ -25,7 +25,7 @@ A visitor chooses among SOURCES only; commands and URLs come from the operator (
 >>> spec_for(BUILT_IN) is None
 True
 >>> spec_for("MCP server (stdio)").args
-('-m', 'agent.mcp_server')
+('-m', 'agent.mcp.server')
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from agent import loop
 from agent.tools import Tool, ToolError
 from agent.validation import DEFAULT_POLICY, Policy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 20.0  # process start + initialize (+ tools/list)
 CALL_TIMEOUT_S = 10.0  # any one request after that
 IDLE_S = 600.0  # a session's server idle this long is stopped by the reaper
@@ -84,8 +84,8 @@ class ServerSpec:
 
 
 BUILT_IN = "Built-in functions"
-LAB_SERVER = ServerSpec("MCP server (stdio)", sys.executable, ("-m", "agent.mcp_server"))
-UNTRUSTED_SERVER = ServerSpec("Untrusted MCP server (demo)", sys.executable, ("-m", "agent.mcp_untrusted"),
+LAB_SERVER = ServerSpec("MCP server (stdio)", sys.executable, ("-m", "agent.mcp.server"))
+UNTRUSTED_SERVER = ServerSpec("Untrusted MCP server (demo)", sys.executable, ("-m", "agent.mcp.untrusted"),
                               untrusted=True)
 OPERATOR_LABEL = "MCP server (--mcp)"
 _operator: ServerSpec | None = None

@@ -8,11 +8,11 @@ loaded from a file, stepped (a real model's reply streamed) and drawn as the six
 
 What it knows: the Task, Backend, Mode and Output format choices and their labels, every bound
 on a control (LIMITS, MAX_TASK_CHARS, …) and every run default (`default_choices`) — one place
-for each, read by the layout (viz/react_tab.py), the handlers (viz/react_handlers.py) and the
+for each, read by the layout (viz/react/tab.py), the handlers (viz/react/handlers.py) and the
 deep links. A Session holds the tuple of loop States recorded so far and the index shown; it
 keeps no rendered HTML (only digests of the views last sent, to skip unchanged ones). The
 OpenAI-compatible server is one the operator allowed, chosen by label (or, only where
-agent.remote.free_url_allowed(), a typed URL); agent.remote guards every request to it.
+agent.llm.remote.free_url_allowed(), a typed URL); agent.llm.remote guards every request to it.
 
 What it does not know: Gradio, or how the loop, a backend, the template or the budget work inside.
 """
@@ -29,20 +29,21 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlparse
 
-from agent import loop, remote
+from agent import loop
 from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
+from agent.context.memory import Memory
+from agent.llm import remote
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
-from agent.mcp_client import BUILT_IN
-from agent.memory import Memory
+from agent.mcp.client import BUILT_IN
 from agent.messages import SystemMessage
 from agent.parameters import number
 from agent.recording import RecordedRun, load_run, run_from_dict, shipped_runs, start_state, tools_of
 from agent.sandbox import code_tool_enabled
 from agent.template import Fmt, Mode, system_prompt
 from agent.tools import Tool
-from viz import react_context_run as rc
-from viz import react_tools as rt
-from viz import react_views as rv
+from viz.react import context_run as rc
+from viz.react import tools as rt
+from viz.react import views as rv
 
 FREE_TEXT = "Free text…"
 CODE_TASK = "What is the average temperature of Berlin, Madrid and Rome? (code tool)"
@@ -105,13 +106,13 @@ class Choices:
     url: str = ""  # a free server URL: only where remote.free_url_allowed()
     model_name: str = ""
     server: str = ""  # the label of a server the operator allowed (remote.servers())
-    few_shot: int = RUN.few_shot  # the context (viz/react_context.py): worked exemplars 0–3,
+    few_shot: int = RUN.few_shot  # the context (viz/react/context.py): worked exemplars 0–3,
     retrieve: bool = RUN.retrieve  # BM25 passages before the first call,
     memory: bool = RUN.memory  # the session's facts and the `remember` tool,
     compact: bool = False  # compaction on, …
     compact_at: int = 80  # … past this % of the budget;
     facts: Memory = Memory()  # the browser session's facts (a gr.State: never sent by a visitor)
-    tools_from: str = BUILT_IN  # "Tools from": agent.mcp_client.sources()
+    tools_from: str = BUILT_IN  # "Tools from": agent.mcp.client.sources()
     tool_set: str = rt.DEFAULT_TOOL_SET  # a typed task's tools: agent.tools.tool_sets()
     defence: bool = False  # calls to an untrusted MCP server's tools wait for approval
 
@@ -138,7 +139,7 @@ class Session:
     loaded: RecordedRun | None = None  # a run loaded from a file, offered as a task
     shown: tuple[int, ...] = ()  # digests of the views last sent to the page: unchanged ones are skipped
     exports: str = ""  # this session's folder of exported files (removed when the session ends)
-    tools_from: str = BUILT_IN  # where the tools come from (viz/react_tools.py)
+    tools_from: str = BUILT_IN  # where the tools come from (viz/react/tools.py)
     key: str = ""  # the session's MCP client key (its one server process), kept across runs
     defence: bool = False
     approved: frozenset[str] = frozenset()  # approval_key of the calls the visitor approved
@@ -224,7 +225,7 @@ def checked(lm, c: Choices) -> Controls:
 
 def checked_server(c: Choices) -> tuple[str, str]:
     """(server, model) of the OpenAI-compatible backend: a typed URL (its shape checked here, where
-    it may go checked by agent.remote when the run calls it) or the label of an allowed server."""
+    it may go checked by agent.llm.remote when the run calls it) or the label of an allowed server."""
     url, label = str(c.url or "").strip(), str(c.server or "").strip()
     model_name = str(c.model_name or "").strip()
     if url:
@@ -246,7 +247,7 @@ def server_labels() -> list[str]:
 
 
 def models_of(server: str) -> tuple[str, ...]:
-    """The model ids a server lists (GET /v1/models through agent.remote's guard); ValueError
+    """The model ids a server lists (GET /v1/models through agent.llm.remote's guard); ValueError
     with the guard's or the server's reason."""
     try:
         return remote.list_models(server)

@@ -2,8 +2,8 @@
 
 Why: a fresh Python interpreter that imports smolagents costs about a second of CPU; a fork of an
 interpreter that already did costs milliseconds. The server process never forks itself (it has
-threads, a model, Gradio): it starts this small process (`python -m agent.sandbox_zygote FD`)
-with an empty environment, which imports agent.sandbox_child once and then, per request:
+threads, a model, Gradio): it starts this small process (`python -m agent.sandbox.zygote FD`)
+with an empty environment, which imports agent.sandbox.child once and then, per request:
 
     server ──(request JSON + the write end of a result pipe, over a SOCK_SEQPACKET socket)──▶ zygote
     zygote ──fork──▶ supervisor ──fork──▶ child: confine, interpret, write JSON to the supervisor
@@ -11,10 +11,10 @@ with an empty environment, which imports agent.sandbox_child once and then, per 
     it runs over, reaps it, and writes ONE JSON message to the result pipe: the child's own, or
     the reason it ended (wall clock, CPU limit, signal) read from its exit status.
 
-The supervisor runs no visitor code; only the child is confined (agent.sandbox_child.confine).
+The supervisor runs no visitor code; only the child is confined (agent.sandbox.child.confine).
 The zygote exits when the server closes its socket (the server ended).
 
-What it does not know: the tools, the interpreter (agent.sandbox_child), the loop.
+What it does not know: the tools, the interpreter (agent.sandbox.child), the loop.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import socket
 import sys
 import time
 
-from agent import sandbox_child
+from agent.sandbox import child as sandbox_child
 from agent.sandbox import read_bounded
 
 MAX_REQUEST = 2**20

@@ -1,6 +1,6 @@
 """An untrusted MCP server for the lecture's security demo: tool poisoning and indirect injection.
 
-    python -m agent.mcp_untrusted     # stdio, like agent.mcp_server
+    python -m agent.mcp.untrusted     # stdio, like agent.mcp.server
 
 Two tools, harmless but visibly hostile (lecture: an MCP server is external, possibly untrusted
 code and data, so the defences against prompt injection apply to it):
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from mcp.server.lowlevel import Server
 
-from agent.mcp_server import add_tools, serve_stdio
+from agent.mcp.server import add_tools, serve_stdio
 from agent.tools import WEATHER_TOOL, Tool, _object_schema, get_weather
 
 SERVER_NAME = "weather-notes (untrusted demo)"

@@ -133,7 +133,7 @@ def check_url(url: str, allow: frozenset[str] = PUBLIC) -> Target:
     >>> check_url("http://0x7f.0.0.1/v1")
     Traceback (most recent call last):
     ...
-    agent.remote.RemoteRefused: http://0x7f.0.0.1/v1 resolves to 127.0.0.1, a loopback address: refused
+    agent.llm.remote.RemoteRefused: http://0x7f.0.0.1/v1 resolves to 127.0.0.1, a loopback address: refused
     """
     scheme, host, port, path = split_url(url)
     addresses = resolve(host, port)
