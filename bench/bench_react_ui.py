@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import free_port, header, median, ms, p95, print_table, start_app, stop_app  # noqa: E402
 
 from agent import loop  # noqa: E402
-from viz.react import run as react_run
+from viz.react import run as react_run  # noqa: E402
 
 BERLIN = react_run.DEFAULT_TASK
 NEXTS_PER_RUN = 4

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import free_port, header, median, ms, p95, print_table, start_app, stop_app  # noqa: E402
 
 from agent.constraints import PRESETS  # noqa: E402
-from agent.llm import continuation as cont
+from agent.llm import continuation as cont  # noqa: E402
 from viz import position  # noqa: E402
 
 PROMPT = "The capital of France is"

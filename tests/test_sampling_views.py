@@ -15,34 +15,6 @@ from viz import charts, position, render
 LECTURE = np.log(np.array([0.4, 0.3, 0.25, 0.03, 0.02]))
 
 
-def test_top_n_rows_carry_the_lecture_numbers_and_other_mass():
-    t = sampling.trace(LECTURE, sampling.SamplingConfig(top_k=2))
-    view = topn.top_n(t, 2)
-    assert [r.token for r in view.rows] == [0, 1]
-    assert [round(r.p_final, 2) for r in view.rows] == [0.57, 0.43]
-    assert view.other_count == 3
-    assert view.other_model == pytest.approx(0.30) and view.other_final == pytest.approx(0.0, abs=1e-12)
-
-
-def test_top_n_keeps_removed_tokens_visible_with_their_stage():
-    t = sampling.trace(LECTURE, sampling.SamplingConfig(top_p=0.9))
-    rows = topn.top_n(t, 5).rows
-    assert [r.removed_by for r in rows] == ["", "", "", "top_p", "top_p"]
-    assert [r.rank for r in rows] == [1, 2, 3, 4, 5]
-    assert rows[2].cumulative == pytest.approx(0.95)
-
-
-def test_top_n_shows_tokens_the_mask_allows_even_far_down():
-    logits = np.log(np.array([0.5, 0.3, 0.1, 0.06, 0.04]))
-    mask = np.array([False, False, False, False, True])
-    t = sampling.trace(logits, sampling.SamplingConfig(), mask=mask)
-    rows = topn.top_n(t, 1).rows
-    assert rows[0].token == 4 and rows[0].p_final == pytest.approx(1.0)
-    summary = topn.mask_summary(t)
-    assert (summary.allowed, summary.vocab) == (1, 5)
-    assert summary.forbidden_mass == pytest.approx(0.96)
-
-
 def test_histogram_frequencies_sum_to_one():
     t = sampling.trace(LECTURE, sampling.SamplingConfig())
     counts = sampling.sample_many(t.probs, 1000, np.random.default_rng(0))

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from agent import enforcing, sampling
+from agent import enforcing, recording, sampling
 from agent.constraints import PRESET_TOOLS, PRESETS, Grammar, constraint_for, tokenizer_info
 from agent.llm import continuation as cont
 from agent.recording import (
@@ -187,8 +187,19 @@ def test_oversized_replies_and_too_many_replies_are_refused():
 
 
 def test_shipped_runs_are_within_the_upload_bounds():
-    for path in shipped_runs().values():
-        load_run(path)
+    runs = {name: load_run(path) for name, path in shipped_runs().items()}  # load_run raises past a bound
+    assert len(runs) >= 8
+    for name, run in runs.items():
+        assert len(run.replies) <= recording.MAX_REPLIES, name
+        assert max(len(r.text) for r in run.replies) <= recording.MAX_REPLY_CHARS, name
+
+
+def test_a_run_one_past_a_bound_is_refused():
+    """What the test above relies on: load_run refuses a file past a bound (here, one reply too many)."""
+    d = json.loads(next(iter(shipped_runs().values())).read_text(encoding="utf-8"))
+    d["replies"] = d["replies"] * (recording.MAX_REPLIES // len(d["replies"]) + 1)
+    with pytest.raises(recording.RunTooLarge, match="replies"):
+        run_from_dict(d)
 
 
 def test_react_tab_load_refuses_the_2000_call_upload_with_a_message(lm, tmp_path):

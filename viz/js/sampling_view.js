@@ -2,7 +2,7 @@
 //
 // One renderer for the next-token chart, the stage readout (kept tokens and mass per stage,
 // entropy, effective tokens, the draw), the cumulative curve with u and the constraint readout.
-// It mirrors agent/topn.py (which rows a chart shows) and the HTML the tab drew before, with the
+// It chooses which rows a chart shows and draws them as HTML, with the
 // same class names (viz/theme.py styles them). Every number comes from `trace` in
 // viz/js/sampling.js; this file formats and lays out, and never computes a probability itself.
 //
@@ -48,7 +48,7 @@ function bar(p, kind, scaleMax, logAxis) {
     barWidth(p, scaleMax, logAxis).toFixed(2)}%"></span><span class="bar-num">${pct(p)}</span></span>`;
 }
 
-// topn.top_n: the n tokens with the highest of P, P' and the final P (ties: lower id first).
+// top_n: the n tokens with the highest of P, P' and the final P (ties: lower id first).
 function topN(t, n, modelRank) {
   const V = t.probsModel.length;
   n = Math.max(1, Math.min(n, V));

@@ -26,7 +26,7 @@ from agent.recording import record_run
 from viz import deeplink, tour
 from viz.charts import message
 from viz.react import context as ctx
-from viz.react import run
+from viz.react import run, tool_panels
 from viz.react import tools as rt
 from viz.react import views as rv
 from viz.react.run import FMT_LABEL, FREE_TEXT, LOADED, MODE_LABEL, SCRIPTED, TASKS, Choices, Session
@@ -55,7 +55,7 @@ def views(p, lm, s: Session, show_tokens, note: str = "", kind: str = "info") ->
     out[p.scrub] = gr.Slider(maximum=max(last, 1), value=s.index,
                              label=f"Recorded state {s.index} of {last}")
     s = replace(s, shown=digests)
-    return {p.sess: s, **out, **tt.tool_views(p, s)}  # the tool panels: sent when they changed
+    return {p.sess: s, **out, **tool_panels.tool_views(p, s)}  # the tool panels: sent when they changed
 
 
 def failed(p, lm, s: Session, show_tokens, text: str) -> dict:

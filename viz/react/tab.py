@@ -127,7 +127,7 @@ class Parts:
 
     @property
     def tool_views(self) -> list:
-        """The tool panels every stepping event may update (viz/react_tools_tab.tool_views)."""
+        """The tool panels every stepping event may update (viz/react/tool_panels.tool_views)."""
         return [self.mcp_tools, self.mcp_wire, self.approval_row, self.approval_html]
 
     @property

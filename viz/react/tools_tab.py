@@ -20,12 +20,11 @@ import gradio as gr
 
 from agent import codeact, sandbox
 from agent.mcp import client as mcp_client
-from agent.mcp import wire as mcp_wire
 from agent.mcp.client import BUILT_IN, McpFailure
-from agent.tools import PARSING_VS_POLICY, tool_sets
+from agent.tools import tool_sets
 from viz.charts import message
 from viz.react import handlers as h
-from viz.react import run
+from viz.react import run, tool_panels
 from viz.react import tools as rt
 from viz.react.run import FREE_TEXT, Session
 from viz.render import esc
@@ -53,7 +52,7 @@ def controls(d: dict, c: run.Choices) -> None:
         gr.Markdown(SAME_PROMPT + " Tools from, the tool set and the defence apply on Reset.",
                     elem_id="react-same-prompt")
         d["mcp_tools"] = gr.HTML("", elem_id="mcp-tools", js_on_load=None)
-        d["mcp_wire"] = gr.HTML(wire_panel([]), elem_id="mcp-wire", js_on_load=None)
+        d["mcp_wire"] = gr.HTML(tool_panels.wire_panel([]), elem_id="mcp-wire", js_on_load=None)
         _mcp_lists(d)
         _comparison(d)
 
@@ -70,7 +69,7 @@ def _mcp_lists(d: dict) -> None:
 def _comparison(d: dict) -> None:
     d["compare_btn"] = gr.Button("Compare specific tools and the code tool (same question)", size="sm",
                                  elem_id="react-compare-btn")
-    d["compare_html"] = gr.HTML(policy_html(), elem_id="react-compare", js_on_load=None)
+    d["compare_html"] = gr.HTML(tool_panels.policy_html(), elem_id="react-compare", js_on_load=None)
 
 
 def approval(d: dict) -> None:
@@ -98,68 +97,6 @@ def ended(s: Session | None) -> None:
     h.remove_exports(s)
     if isinstance(s, Session):
         rt.close(s.key)
-
-
-# --- the views -----------------------------------------------------------------------------------
-
-def tool_views(p, s: Session) -> dict:
-    """The tool panels and the approval row for the session; {} when the page shows them already."""
-    client = rt.client_of(s.key, s.tools_from) if s.key and s.tools_from != BUILT_IN else None
-    frames = client.frames() if client else []
-    waiting = rt.awaiting_call(s) if s.index == len(s.states) - 1 else None
-    panels = (tools_panel(s, client), wire_panel(frames), waiting_html(waiting, s.tools_from))
-    digest = 0 if client is None and waiting is None else hash(panels)
-    if digest == s.wire_shown:
-        return {}
-    return {p.sess: replace(s, wire_shown=digest), p.mcp_tools: panels[0], p.mcp_wire: panels[1],
-            p.approval_html: panels[2], p.approval_row: gr.Row(visible=waiting is not None)}
-
-
-def tools_panel(s: Session, client) -> str:
-    """The advertised tools (descriptions from an untrusted server marked) and the untrusted results."""
-    if client is None:
-        return ""
-    untrusted = client.spec.untrusted
-    mark = '<span class="untrusted-mark">⚠ untrusted</span> ' if untrusted else ""
-    items = "".join(f"<li>{mark}<b>{esc(t.name)}</b>: {esc(t.description)}</li>" for t in s.tools)
-    results = rt.untrusted_result_ids(s)
-    marked = ("<p>Results from the untrusted server (data, not instructions): "
-              + ", ".join(f"<code>{esc(i)}</code>" for i in sorted(results)) + "</p>") if results else ""
-    return (f'<div class="mcp-tools"><p><b>Tools from {esc(s.tools_from)}</b> — discovered with '
-            f"tools/list, advertised to the model as ordinary tools:</p><ul>{items}</ul>{marked}</div>")
-
-
-WIRE_STYLE = ("<style>table.mcp-wire td{padding:2px 6px;vertical-align:top}"
-              "table.mcp-wire tr.untrusted td{background:rgba(220,38,38,.12)}"
-              ".untrusted-mark{color:#b91c1c;font-weight:600}</style>")
-
-
-def wire_panel(frames) -> str:
-    head = ("<p><b>The wire</b>: every JSON-RPC frame between the runtime and the MCP server, in order; "
-            "a tools/call request carries the loop's tool_call_id.</p>")
-    if not frames:
-        return head + "<p>No MCP server in this run.</p>"
-    return (f"{head}{WIRE_STYLE}<div style=\"max-height:30em;overflow:auto;font-size:0.7em\">"
-            f"{mcp_wire.wire_html(frames)}</div>")
-
-
-def waiting_html(call, source: str) -> str:
-    if call is None:
-        return ""
-    return (f'<p class="approval">⚠ <b>{esc(call.name)}</b>(<code>{esc(call.arguments)}</code>) '
-            f"— a tool of {esc(source)} — {esc(rt.APPROVAL_NOTE)}</p>")
-
-
-def policy_html(table: list | None = None) -> str:
-    """PARSING_VS_POLICY, the sandbox's guarantees, the code of the code-tool run (inert), and the
-    comparison table when computed."""
-    rows = "".join(f"<tr><td>{esc(a)}</td><td>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in table or ())
-    compared = (f'<table class="react-compare"><thead><tr><th></th><th>specific tools</th><th>code tool</th>'
-                f"</tr></thead><tbody>{rows}</tbody></table>") if table else ""
-    guarantees = "".join(f"<li>{esc(g)}</li>" for g in sandbox.guarantees())
-    return (f"{compared}<p><b>Parsing vs policy.</b> {esc(PARSING_VS_POLICY)}</p>"
-            f"<p>The code tool's one action:</p><pre>{esc(codeact.CODE)}</pre>"
-            f"<p><b>What the sandbox guarantees</b></p><ul>{guarantees}</ul>")
 
 
 # --- handlers ------------------------------------------------------------------------------------
@@ -235,5 +172,5 @@ def on_compare(p, lm) -> dict:
         runs = run.recorded_runs()
         figures = codeact.compare(runs[codeact.SPECIFIC_STEM], runs[codeact.CODE_STEM], lm.tokenizer,
                                   lm.context_window)
-        _compared[id(lm)] = policy_html(codeact.comparison_table(*figures))
+        _compared[id(lm)] = tool_panels.policy_html(codeact.comparison_table(*figures))
     return {p.compare_html: _compared[id(lm)]}  # no message: it would push the views down
