@@ -125,6 +125,17 @@ def top5(lm, adapters, weights: str) -> list[list]:
     return [[lm.token_strings[int(i)], round(float(p[i]), 4)] for i in np.argsort(-p)[:5]]
 
 
+def spread(questions: list[dict], n: int | None) -> list[dict]:
+    """n questions spread evenly over the file (whose task kinds come in blocks); all for None.
+
+    >>> [q["i"] for q in spread([{"i": i} for i in range(10)], 3)]
+    [0, 3, 6]
+    """
+    if n is None or n >= len(questions):
+        return questions
+    return [questions[i * len(questions) // n] for i in range(n)]
+
+
 def tables(result: dict) -> None:
     cols = ["weights", "success", "valid calls", "arg match", "prompt tok/call", "n", "no call made"]
     for split in ("held-in", "held-out"):
@@ -141,7 +152,7 @@ def tables(result: dict) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--limit", type=int, default=None, help="the first N questions of each split")
+    p.add_argument("--limit", type=int, default=None, help="N questions of each split, spread over its task kinds")
     p.add_argument("--rows", nargs="+", choices=tuple(ROWS), default=list(ROWS))
     p.add_argument("--adapters", default=str(ADAPTERS_DIR), help="folder of the adapter folders")
     p.add_argument("--out", default=str(DATA_DIR / "comparison.json"))
@@ -160,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{e} — only the base rows run.")
         adapters = None
     keys = [k for k in args.rows if ROWS[k][1] == "base" or (adapters and ROWS[k][1] in adapters.loaded)]
-    questions = [q for name in ("held-in", "held-out") for q in read_jsonl(DATA_DIR / f"{name}.jsonl")[:args.limit]]
+    questions = [q for name in ("held-in", "held-out")
+                 for q in spread(read_jsonl(DATA_DIR / f"{name}.jsonl"), args.limit)]
     runs = [m for key in keys for m in run_row(lm, adapters, key, questions)]
     rows = []
     for key in keys:

@@ -59,18 +59,23 @@ def encode(record: dict, tokenizer) -> Example:
     return Example(record["id"], tuple(ids), tuple(labels))
 
 
-def examples(path: Path, tokenizer, limit_runs: int | None, max_tokens: int) -> list[Example]:
-    """The runs of one file in a seeded order, cut at limit_runs or at max_tokens in all."""
-    rows = read_jsonl(path)
-    random.Random(SEED).shuffle(rows)
-    out, total = [], 0
-    for row in rows[:limit_runs]:
-        ex = encode(row, tokenizer)
-        if total + len(ex.input_ids) > max_tokens:
+def examples(data: Path, name: str, tokenizer, limit_runs: int | None, max_tokens: int) -> list[Example]:
+    """The runs of one file in a seeded order, cut at limit_runs, or where the WITH-thoughts
+    sequences reach max_tokens: both adapters train on the same runs (the lecture's ablation)."""
+    order = list(range(len(read_jsonl(data / ADAPTERS["with-thoughts"][1]))))
+    random.Random(SEED).shuffle(order)
+    order = order[:limit_runs]
+    with_thoughts = read_jsonl(data / ADAPTERS["with-thoughts"][1])
+    rows = read_jsonl(data / name)
+    if [r["id"] for r in rows] != [r["id"] for r in with_thoughts]:
+        raise ValueError(f"{name} does not hold the same runs, in the same order, as the runs with thoughts")
+    keep, total = 0, 0
+    for i in order:
+        total += len(encode(with_thoughts[i], tokenizer).input_ids)
+        if total > max_tokens:
             break
-        out.append(ex)
-        total += len(ex.input_ids)
-    return out
+        keep += 1
+    return [encode(rows[i], tokenizer) for i in order[:keep]]
 
 
 def peft_model(lm):
@@ -100,13 +105,16 @@ def step_loss(model, ex: Example, bf16: bool):
     return float(loss.detach())
 
 
-def time_bf16(model, exs: list[Example], n: int = 5) -> dict:
-    """tokens/s of n forward+backward passes in float32 and under bf16 autocast (no update)."""
+def time_bf16(model, exs: list[Example], n: int = 5, length: int = 320) -> dict:
+    """tokens/s of n forward+backward passes in float32 and under bf16 autocast (no update), on
+    the last `length` tokens of each run (where the loss is): the float32 passes alone can take
+    minutes on a loaded machine."""
     result = {}
-    step_loss(model, exs[0], False)  # warm-up, not timed
+    short = [Example(e.id, e.input_ids[-length:], e.labels[-length:]) for e in exs[:n]]
+    step_loss(model, short[0], False)  # warm-up, not timed
     for bf16 in (False, True):
         t, tokens = time.perf_counter(), 0
-        for ex in exs[:n]:
+        for ex in short:
             step_loss(model, ex, bf16)
             tokens += len(ex.input_ids)
         model.zero_grad(set_to_none=True)
@@ -174,7 +182,7 @@ def tune_one(adapter: str, args) -> dict:
     folder = Path(args.out) / FOLDERS[weights]
     load_before = os.getloadavg()
     lm = load_model(log=lambda *_: None)
-    exs = examples(Path(args.data) / data, lm.tokenizer, args.limit_runs, args.max_tokens)
+    exs = examples(Path(args.data), data, lm.tokenizer, args.limit_runs, args.max_tokens)
     n_tokens = sum(len(e.input_ids) for e in exs)
     trained = sum(1 for e in exs for x in e.labels if x != -100)
     print(f"{weights}: {len(exs)} runs, {n_tokens:,} sequence tokens ({trained:,} with loss)")
