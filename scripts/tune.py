@@ -193,11 +193,12 @@ def tune_one(adapter: str, args) -> dict:
     if timing:
         print(f"  bf16 autocast: {timing['bf16']} tokens/s against float32 {timing['float32']} "
               f"(5 steps each) → train in {'bf16' if bf16 else 'float32'}")
-    record = train(model, exs, bf16, args.max_steps)
+    epochs = [exs] + [random.Random(SEED + k).sample(exs, len(exs)) for k in range(1, args.epochs)]
+    record = train(model, [e for epoch in epochs for e in epoch], bf16, args.max_steps)
     folder.mkdir(parents=True, exist_ok=True)
     size = save(model, folder)
     plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png")
-    record.update(weights=weights, runs=len(exs), sequence_tokens=n_tokens, loss_tokens=trained,
+    record.update(weights=weights, runs=len(exs), epochs=args.epochs, sequence_tokens=n_tokens, loss_tokens=trained,
                   adapter_bytes=size, bf16=bf16, bf16_timing=timing, lora=LORA, lr=LR, seed=SEED,
                   data=str(Path(data)), load_before=[round(x, 2) for x in load_before],
                   load_after=[round(x, 2) for x in os.getloadavg()], torch_threads=torch.get_num_threads())
@@ -214,6 +215,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=None, help="stop after N runs (default: one epoch)")
     p.add_argument("--limit-runs", type=int, default=None, help="use only the first N runs")
     p.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="cap on sequence tokens per adapter")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the runs (each later one reshuffled)")
     p.add_argument("--out", default=str(ADAPTERS_DIR), help="folder of the adapter folders")
     p.add_argument("--data", default=str(DATA_DIR), help="folder of the train-*.jsonl files")
     p.add_argument("--bf16", choices=("auto", "on", "off"), default="auto",
