@@ -4,7 +4,8 @@
     adapter_folder("trajectory-tuned")       → assets/adapters/trajectory-tuned  (None for "base")
     adapters = load_adapters(lm)             # every shipped adapter, loaded beside the base weights
     adapters.use("trajectory-tuned")         # the weights every forward pass of lm.model uses now
-    with adapters.rows(["base", "trajectory-tuned"]): lm.model.model(...)   # one batch, mixed weights
+    with adapters.rows(["base", "trajectory-tuned"]):   # one batched pass, row i on weights[i]
+        lm.model.model(input_ids=…, attention_mask=…, position_ids=…, cache=…)
 
 What it knows (lecture, "In-Context Learning vs. Post-Training for ReAct"): post-training puts the
 ReAct turn format into the weights; here that is a LoRA adapter per choice, trained by
@@ -84,15 +85,22 @@ class Adapters:
 
     @contextmanager
     def rows(self, weights: Sequence[str]) -> Iterator[None]:
-        """Inside: one forward pass over a batch uses weights[i] for row i (peft's adapter_names)."""
-        names = [BASE_ROW if checked(w) == "base" else FOLDERS[w] for w in weights]
-        lora = self.peft.base_model
-        lora.enable_adapter_layers()
+        """Inside: one forward pass over a batch uses weights[i] for row i. Rows that all share one
+        choice switch the model to it (the cheaper path); mixed rows go through peft's
+        adapter_names hooks. Afterwards the model is back on the active choice."""
+        active = self.active
         try:
+            if len(set(weights)) == 1:
+                self.use(weights[0])
+                yield
+                return
+            names = [BASE_ROW if checked(w) == "base" else FOLDERS[w] for w in weights]
+            lora = self.peft.base_model
+            lora.enable_adapter_layers()
             with lora._enable_peft_forward_hooks(adapter_names=names):
                 yield
         finally:
-            self.use(self.active)
+            self.use(active)
 
 
 def load_adapters(lm, weights: Sequence[str] = WEIGHTS[1:], root: Path = ADAPTERS_DIR) -> Adapters:

@@ -117,6 +117,7 @@ def test_training_runs_two_steps_on_four_runs_and_writes_an_adapter(trained_adap
 @pytest.mark.model
 def test_an_adapter_loads_offline_and_changes_the_logits(trained_adapter):
     import numpy as np
+    import torch
 
     from agent.model import load_model
     from agent.weights import load_adapters
@@ -132,5 +133,10 @@ def test_an_adapter_loads_offline_and_changes_the_logits(trained_adapter):
     assert np.abs(tuned - base).max() > 1e-3
     adapters.use("base")
     assert np.allclose(fresh.full_forward_logits(ids), base, atol=1e-5)
+    with adapters.rows(["base", "trajectory-tuned"]):  # the batcher's call: rows on different weights
+        mixed = fresh.model.lm_head(fresh.model.model(input_ids=torch.tensor([ids, ids])).last_hidden_state[:, -1])
+    assert np.allclose(mixed[0].detach().numpy(), base, atol=1e-3)
+    assert np.allclose(mixed[1].detach().numpy(), tuned, atol=1e-3)
+    assert adapters.active == "base"
     with pytest.raises(ValueError, match="not loaded"):
         adapters.use("trajectory-tuned without thoughts")
