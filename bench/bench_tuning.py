@@ -9,7 +9,8 @@ Columns, for the held-in and the held-out questions apart (assets/trajectories/h
                 needed tool was called and returned a result (agent.trajectories.judge_run);
   valid calls — calls that pass the three checks, over calls + unparsable replies;
   arg match   — the oracle's calls that the model made with exactly the same arguments;
-  prompt tok  — mean prompt tokens per model call (the exemplars are tokens re-sent every call).
+  prompt tok  — mean prompt tokens per model call (the exemplars are tokens re-sent every call);
+and the held-out success without the two compositions no run trains (average, Fahrenheit).
 Every run: ReAct mode, native tool calls, T = 0, no constrained decoding, MAX_STEPS = 5. A run
 that made no model call is reported (and counted as a failure). Also the top-5 next tokens after
 "The capital of France is" for each weights choice (general ability kept?).
@@ -48,6 +49,7 @@ ROWS = {"base-0": ("base, 0 exemplars", "base", 0), "base-1": ("base, 1 exemplar
 SONG_ET_AL = {  # lecture: the unweighted mean of task results, with → without the thought, three models
     "held-out": [[29.5, 22.8], [30.0, 27.5], [36.1, 31.8]], "held-in": [[41.6, 41.2], [45.2, 45.5], [45.4, 43.6]]}
 PROMPT = "The capital of France is"
+NEW_COMPOSITIONS = ("average", "fahrenheit")  # held-out kinds no training run shows
 
 
 def settings(few_shot: int):
@@ -137,12 +139,13 @@ def spread(questions: list[dict], n: int | None) -> list[dict]:
 
 
 def tables(result: dict) -> None:
-    cols = ["weights", "success", "valid calls", "arg match", "prompt tok/call", "n", "no call made"]
+    cols = ["weights", "success", "success (trained kinds)", "valid calls", "arg match", "prompt tok/call", "n",
+            "no call made"]
     for split in ("held-in", "held-out"):
-        rows = [[s["label"], s["success"], s["valid_call_rate"], s["arg_exact_match"], s["mean_prompt_tokens"],
-                 s["n"], s["not_advanced"]] for s in result["rows"] if s["split"] == split]
+        rows = [[s["label"], s["success"], s["success_trained_kinds"], s["valid_call_rate"], s["arg_exact_match"],
+                 s["mean_prompt_tokens"], s["n"], s["not_advanced"]] for s in result["rows"] if s["split"] == split]
         print_table(f"{split} questions (T = 0, native tool calls, no constraint, MAX_STEPS = {MAX_STEPS})", cols, rows)
-    groups = sorted({g for s in result["rows"] for g in s["by_group"]})
+    groups = sorted({g for s in result["rows"] if s["split"] == "held-out" for g in s["by_group"]})
     rows = [[s["label"], *(s["by_group"].get(g, {}).get("success") for g in groups)]
             for s in result["rows"] if s["split"] == "held-out"]
     print_table("held-out success by task kind", ["weights", *groups], rows)
@@ -179,8 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         for split in ("held-in", "held-out"):
             mine = [r for r in runs if r["row"] == key and r["split"] == split]
             groups = {g: summarize([r for r in mine if r["group"] == g]) for g in sorted({r["group"] for r in mine})}
+            known = summarize([r for r in mine if r["group"] not in NEW_COMPOSITIONS])
             rows.append({"row": key, "label": ROWS[key][0], "weights": ROWS[key][1], "few_shot": ROWS[key][2],
-                         "split": split, **summarize(mine), "by_group": groups})
+                         "split": split, **summarize(mine), "success_trained_kinds": known["success"],
+                         "by_group": groups})
     weights = sorted({ROWS[k][1] for k in keys}, key=lambda w: [ROWS[k][1] for k in ROWS].index(w))
     result = {"measured": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
               "machine": machine_line(), "settings": {"mode": "react", "fmt": "native", "temperature": 0.0,
