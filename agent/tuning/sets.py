@@ -1,0 +1,166 @@
+"""The versioned data: training runs (with and without thoughts), held-in and held-out questions.
+
+    python -m agent.tuning.sets            # regenerates assets/trajectories/*.jsonl (seeded)
+
+What it knows: how many runs of each task kind to make, and the split, fixed before training:
+  train      — train phrasings × train entities, the oracle's runs through the real loop;
+  held-in    — the same phrasings and entities, other (template, entities) instances where there are any;
+  held-out   — phrasings, cities, books and unknown cities never trained, and two compositions
+               never trained (the average of two temperatures, a temperature in Fahrenheit).
+Each question carries its judge (`expected`): the tools it needs, the strings its answer must
+hold, the oracle's calls (for argument exact-match). No (template, entities) pair of held-out
+occurs in train (tests/test_tuning.py checks it).
+
+What it does not know: tokens, training, the model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+import sys
+
+from agent.tuning import task_bank as tb
+from agent.tuning.trajectories import DATA_DIR, Task, oracle_run, write_jsonl
+
+SEED = 2026
+# A pool of ~200k tokens of whole-run sequences with thoughts; scripts/tune.py trains on a seeded
+# subset of ~140k (≤ 10 minutes an adapter at ~237 tokens/s in float32; bf16 autocast is faster).
+TRAIN_COUNTS = {"weather": 44, "unknown_city": 26, "compare": 44, "temp_math": 48, "arithmetic": 44,
+                "two_hop": 40, "search": 14, "no_tool": 10, "repair": 22}
+HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4, "arithmetic": 4,
+                  "two_hop": 4, "search": 2, "no_tool": 3}
+FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
+         "held_in": "held-in.jsonl", "held_out": "held-out.jsonl"}
+
+
+def _pairs(cities: tuple[str, ...], need: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """Ordered pairs of distinct cities (with at least one from `need`, when given)."""
+    return [(a, b) for a, b in itertools.permutations(cities, 2) if not need or a in need or b in need]
+
+
+def _numbers(rng: random.Random) -> dict[str, object]:
+    return {"x": rng.randrange(12, 100), "y": rng.randrange(2, 40), "n": rng.randrange(2, 10),
+            "d": rng.randrange(60, 481, 5), "t": rng.choice((1.5, 2, 2.5, 3, 4)),
+            "p": rng.choice((1.2, 2.5, 3, 4.5, 6)), "pct": rng.choice((5, 10, 15, 20, 25, 50))}
+
+
+def candidates(kind: str, split: str, rng: random.Random) -> list[Task]:
+    """Every (template, entities) instance of a kind for a split ("train" or "held_out"), shuffled."""
+    side = 0 if split == "train" else 1
+    cities = tb.TRAIN_CITIES if side == 0 else tb.HELD_OUT_CITIES
+    books = tb.TRAIN_BOOKS if side == 0 else tb.HELD_OUT_BOOKS
+    pairs = _pairs(tb.TRAIN_CITIES) if side == 0 else _pairs(tb.TRAIN_CITIES + tb.HELD_OUT_CITIES, tb.HELD_OUT_CITIES)
+    out: list[Task] = []
+    if kind in ("weather", "unknown_city", "repair"):
+        places = (tb.TRAIN_UNKNOWN if side == 0 else tb.HELD_OUT_UNKNOWN) if kind == "unknown_city" else cities
+        for (i, q), c in itertools.product(enumerate(tb.WEATHER_Q[side]), places):
+            facts = {"bad": tb.BAD_ARGUMENTS[len(out) % len(tb.BAD_ARGUMENTS)]} if kind == "repair" else {}
+            out.append(Task(kind, f"weather/{side}.{i}", (c,), q.format(city=c), facts=facts))
+    elif kind in ("compare", "temp_math"):
+        bank = tb.COMPARE_Q if kind == "compare" else tb.TEMP_MATH_Q
+        for (i, (q, how)), (a, b) in itertools.product(enumerate(bank[side]), pairs):
+            if how == "fahrenheit" and b != a:
+                a, b = (a, b) if a in cities else (b, a)
+            key = "lead" if kind == "compare" else "op"
+            entities = (a,) if how == "fahrenheit" else (a, b)
+            out.append(Task(kind, f"{kind}/{side}.{i}", entities, q.format(a=a, b=b), facts={key: how}))
+    elif kind in ("two_hop", "search"):
+        bank = tb.TWO_HOP_Q[side] if kind == "two_hop" else tuple((q, "author") for q in tb.WHO_WROTE_Q[side])
+        for (i, (q, ask)), book in itertools.product(enumerate(bank), books):
+            out.append(Task(kind, f"{kind}/{side}.{i}", (book,), q.format(book=book), facts={"ask": ask}))
+    elif kind == "arithmetic":
+        for (i, (q, expr, answer)), k in itertools.product(enumerate(tb.ARITHMETIC_Q[side]), range(12)):
+            v = _numbers(random.Random(f"{split}-{i}-{k}"))
+            entities = tuple(str(v[n]) for n in sorted(v) if f"{{{n}}}" in q)
+            facts = {"expression": expr.format(**v), "answer": answer.format(r="{r}", **v)}
+            out.append(Task(kind, f"arithmetic/{side}.{i}", entities, q.format(**v), facts=facts))
+    elif kind == "no_tool":
+        for i, (q, answer, word) in enumerate(tb.NO_TOOL_Q[side]):
+            out.append(Task(kind, f"no_tool/{side}.{i}", (), q, facts={"answer": answer, "word": word}))
+    rng.shuffle(out)
+    return [Task(t.kind, t.template, t.entities, t.question, seed=rng.randrange(10**6), facts=t.facts) for t in out]
+
+
+def _dedupe(tasks: list[Task]) -> list[Task]:
+    seen, out = set(), []
+    for t in tasks:
+        if (t.template, t.entities) not in seen:
+            seen.add((t.template, t.entities))
+            out.append(t)
+    return out
+
+
+def split_tasks(seed: int = SEED) -> dict[str, list[Task]]:
+    """The fixed split: train, held-in, held-out tasks (the same seed, the same tasks)."""
+    rng = random.Random(seed)
+    train, held_in, held_out = [], [], []
+    for kind, n in TRAIN_COUNTS.items():
+        pool = _dedupe(candidates(kind, "train", rng))
+        m = HELD_IN_COUNTS.get(kind, 0)
+        train += pool[:n] if len(pool) >= n + m else (pool * (n // max(len(pool), 1) + 1))[:n]
+        held_in += pool[n:n + m] if len(pool) >= n + m else pool[:m]
+    for kind in ("weather", "unknown_city", "compare", "arithmetic", "two_hop", "search", "no_tool"):
+        held_out += _dedupe(candidates(kind, "held_out", rng))[:{"search": 2, "no_tool": 3}.get(kind, 5)]
+    math = _dedupe(candidates("temp_math", "held_out", rng))
+    for op, n in (("difference", 3), ("sum", 2), ("average", 3), ("fahrenheit", 3)):
+        held_out += [t for t in math if t.facts["op"] == op][:n]
+    return {"train": train, "held_in": held_in, "held_out": held_out}
+
+
+def _first_place(phrase: str) -> str:
+    """ "in Santiago de las Vegas, near Havana, Cuba" → "Santiago de las Vegas"."""
+    return re.sub(r"^(?:in|near) ", "", phrase).split(",")[0]
+
+
+def expected(task: Task, record: dict) -> dict:
+    """The judge of a question, from the oracle's run: needed tools, required strings, its calls."""
+    obs, calls = record["observations"], record["calls"][1:] if task.kind == "repair" else record["calls"]
+    needs = sorted({c["name"] for c in calls})
+    e: dict = {"needs": needs, "calls": calls, "oracle_answer": record["answer"]}
+    if task.kind in ("weather", "repair"):
+        e["must_contain"] = [obs[-1].split(",")[0]]
+    elif task.kind == "unknown_city":
+        e.update(honest=True, must_not_contain=["°C"])
+    elif task.kind == "compare":
+        lead = record["answer"].split(" is ")[0] if task.facts["lead"] != "both" else None
+        e["must_contain"] = [o.split(",")[0] for o in obs] + ([lead] if lead else [])
+    elif task.kind in ("temp_math", "arithmetic"):
+        e["must_contain"] = [obs[-1]]
+    elif task.kind == "two_hop":
+        place, year = tb._birth(obs[-1])
+        e["must_contain"] = [year if task.facts["ask"] == "year" else _first_place(place)]
+    elif task.kind == "search":
+        e["must_contain"] = [tb.author_of(obs[0]).split()[-1]]
+    elif task.kind == "no_tool":
+        e.update(no_tool=True, must_contain=[task.facts["word"]])
+    return e
+
+
+def question_row(task: Task, split: str) -> dict:
+    record = oracle_run(task, thoughts=True)
+    kind = task.facts.get("op") if task.kind == "temp_math" else task.kind
+    return {"id": record["id"], "split": split, "kind": task.kind, "group": kind, "template": task.template,
+            "entities": list(task.entities), "question": task.question, "expected": expected(task, record)}
+
+
+def build(seed: int = SEED) -> dict[str, list[dict]]:
+    """Every file's rows: the oracle's runs (both variants) and the judged questions."""
+    tasks = split_tasks(seed)
+    return {"train": [oracle_run(t, thoughts=True) for t in tasks["train"]],
+            "train_without": [oracle_run(t, thoughts=False) for t in tasks["train"]],
+            "held_in": [question_row(t, "held-in") for t in tasks["held_in"]],
+            "held_out": [question_row(t, "held-out") for t in tasks["held_out"]]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    out = DATA_DIR if not argv else __import__("pathlib").Path(argv[0])
+    for key, rows in build().items():
+        path = write_jsonl(out / FILES[key], rows)
+        print(f"{path}: {len(rows)} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

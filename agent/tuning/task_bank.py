@@ -1,0 +1,276 @@
+"""The oracle's tasks and rules: phrasing templates, entities, the split, and one rule per task kind.
+
+What it knows: the task kinds the ReAct tab shows — one city's weather, two cities compared, a
+difference or sum of two temperatures, arithmetic, a two-hop search → lookup, who wrote a book, an
+unknown city, a question that needs no tool, a validation error repaired — and, for the held-out
+set only, two compositions never trained (an average of two temperatures, a temperature in
+Fahrenheit). Every kind has many phrasings; the last few of each are held out, and so are 5 of the
+15 weather cities, 5 of the 15 books and a set of unknown cities. `next_turn(task, seen)` is the
+oracle: the next assistant turn from the task and the observations so far, answers read from the
+observations (never typed). `expected(task, record)` is the judge of a question.
+
+What it does not know: the loop, rendering, tokens or training (agent.tuning.trajectories, scripts/tune.py).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from agent.messages import ResultKind
+from agent.tools import WEATHER, load_encyclopedia
+from agent.tuning.trajectories import Seen, Task, Turn
+
+# --- entities and their split (held out: never in a training run) ---------------------------------
+HELD_OUT_CITIES = ("Prague", "Lisbon", "Nairobi", "Bogotá", "Ottawa")
+TRAIN_CITIES = tuple(c for c in WEATHER if c not in HELD_OUT_CITIES)
+TRAIN_UNKNOWN = ("Cairo", "Mumbai", "Chicago", "Oslo", "Helsinki", "Warsaw", "Athens", "Seoul", "Lima", "Dublin")
+HELD_OUT_UNKNOWN = ("Toronto", "Buenos Aires", "Istanbul", "Hanoi", "Zurich")
+BOOKS = ("Invisible Cities", "Pride and Prejudice", "One Hundred Years of Solitude", "The Little Prince",
+         "Things Fall Apart", "Norwegian Wood", "Pippi Longstocking", "The Metamorphosis", "Ulysses",
+         "Don Quixote", "The Book of Disquiet", "The Handmaid's Tale", "Chess Story", "The Magic Mountain",
+         "Weep Not, Child")
+HELD_OUT_BOOKS = ("Norwegian Wood", "Ulysses", "The Handmaid's Tale", "Chess Story", "The Magic Mountain")
+TRAIN_BOOKS = tuple(b for b in BOOKS if b not in HELD_OUT_BOOKS)
+
+# --- phrasing templates: kind → (train templates, held-out templates) -----------------------------
+WEATHER_Q = (
+    ("What's the weather in {city}?", "How is the weather in {city} right now?",
+     "Tell me the current weather in {city}.", "Is it raining in {city}?", "What's the temperature in {city} today?",
+     "weather {city}", "I'm flying to {city} tomorrow. What's the weather like there now?",
+     "Can you check the weather for {city}?", "How warm is it in {city}?", "Current conditions in {city}, please.",
+     "Do I need an umbrella in {city} today?"),
+    ("What is it like outside in {city}?", "Give me the weather report for {city}.", "Is it sunny in {city}?",
+     "Any idea what the weather is doing in {city}?"))
+COMPARE_Q = (  # (phrasing, what the answer leads with: warmer | colder | both)
+    (("Is it warmer in {a} or in {b}?", "warmer"), ("Which is colder right now, {a} or {b}?", "colder"),
+     ("Compare the weather in {a} and {b}.", "both"), ("What's the weather in {a} and in {b}?", "both"),
+     ("Where is it warmer today: {a} or {b}?", "warmer"), ("Tell me the weather in {a} and {b}.", "both"),
+     ("Which city is warmer, {a} or {b}?", "warmer"), ("How does the weather in {a} compare with {b}?", "both")),
+    (("Should I pack warmer clothes for {a} or for {b}?", "colder"), ("Weather in {a} vs {b}?", "both"),
+     ("Between {a} and {b}, where is it colder right now?", "colder")))
+TEMP_MATH_Q = (  # (phrasing, operation)
+    (("How much warmer is it in {a} than in {b}?", "difference"),
+     ("What is the temperature difference between {a} and {b}?", "difference"),
+     ("By how many degrees does the temperature in {a} differ from {b}?", "difference"),
+     ("How many degrees apart are {a} and {b} right now?", "difference"),
+     ("What is the sum of the temperatures in {a} and {b}?", "sum"),
+     ("Add the temperatures of {a} and {b}.", "sum"),
+     ("If you add up the temperatures in {a} and {b}, what do you get?", "sum")),
+    (("What is the temperature gap between {a} and {b}?", "difference"),
+     ("Total of the current temperatures in {a} and {b}?", "sum"),
+     ("What is the average temperature of {a} and {b}?", "average"),
+     ("Mean temperature of {a} and {b} right now?", "average"),
+     ("What's the temperature in {a} in degrees Fahrenheit?", "fahrenheit")))
+ARITHMETIC_Q = (  # (phrasing, expression, answer)
+    (("What is {x} * {y}?", "{x} * {y}", "{x} * {y} = {r}."),
+     ("A train travels {d} km in {t} hours. What is its average speed in km/h?", "{d} / {t}",
+      "Its average speed is {r} km/h."),
+     ("A notebook costs {p} euros. How much do {n} notebooks cost?", "{n} * {p}", "{n} notebooks cost {r} euros."),
+     ("What is {pct}% of {x}?", "{x} * {pct} / 100", "{pct}% of {x} is {r}."),
+     ("Compute ({x} + {y}) * {n}.", "({x} + {y}) * {n}", "({x} + {y}) * {n} = {r}."),
+     ("I had {x} apples and gave away {y}. How many are left?", "{x} - {y}", "{r} apples are left."),
+     ("Divide {x} by {n}.", "{x} / {n}", "{x} divided by {n} is {r}."),
+     ("What is {x} plus {y} plus {d}?", "{x} + {y} + {d}", "The sum is {r}."),
+     ("calculate {x} - {y} * {n}", "{x} - {y} * {n}", "{x} - {y} * {n} = {r}.")),
+    (("A rectangle is {x} m long and {n} m wide. What is its area in square metres?", "{x} * {n}",
+      "The area is {r} square metres."),
+     ("How many minutes are there in {t} hours?", "{t} * 60", "There are {r} minutes in {t} hours."),
+     ("{n} friends share a bill of {x} euros equally. How much does each pay?", "{x} / {n}",
+      "Each pays {r} euros."),
+     ("What is {n} to the power of 3?", "{n} ** 3", "{n} to the power of 3 is {r}.")))
+TWO_HOP_Q = (  # (phrasing, what is asked: place | year)
+    (("Where was the author of {book} born?", "place"), ("In which place was the writer of {book} born?", "place"),
+     ("Who wrote {book}, and where was the author born?", "place"),
+     ("Where is the birthplace of the person who wrote {book}?", "place"),
+     ("In which year was the author of {book} born?", "year"), ("When was the writer of {book} born?", "year"),
+     ("The author of {book}: in what year were they born?", "year")),
+    (("Tell me the birthplace of the author of {book}.", "place"),
+     ("What year was the creator of {book} born?", "year")))
+WHO_WROTE_Q = (("Who wrote {book}?", "Who is the author of {book}?", "Tell me who wrote {book}.",
+                "Which writer wrote {book}?"),
+               ("Name the author of {book}.",))
+NO_TOOL_Q = (  # (question, answer, word the answer must hold)
+    (("Hello! Who are you?", "Hello! I am a helpful assistant. I can look up the weather, compute with a "
+      "calculator and search a small encyclopedia.", "assistant"),
+     ("What can you do?", "I can look up the current weather, compute arithmetic with a calculator and search "
+      "a small encyclopedia.", "weather"),
+     ("Thank you!", "You're welcome!", "welcome"), ("Say hello to the class.", "Hello, class!", "hello"),
+     ("What is the opposite of hot?", "The opposite of hot is cold.", "cold"),
+     ("Spell the word cat backwards.", "Backwards, cat is tac.", "tac"),
+     ("Translate 'good morning' into French.", "Good morning in French is bonjour.", "bonjour"),
+     ("How many letters are in the word dog?", "The word dog has 3 letters.", "3"),
+     ("What colour do you get when you mix blue and yellow?", "Blue and yellow make green.", "green"),
+     ("Good night!", "Good night!", "night")),
+    (("Hi there, what are you?", "Hello! I am a helpful assistant with tools for the weather, arithmetic and "
+      "an encyclopedia.", "assistant"),
+     ("What is the opposite of up?", "The opposite of up is down.", "down"),
+     ("Translate 'thank you' into Spanish.", "Thank you in Spanish is gracias.", "gracias")))
+BAD_ARGUMENTS = ({"location": "{city}"}, {"town": "{city}"}, {"city_name": "{city}"}, {"place": "{city}"})
+
+
+def _pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
+    return options[rng.randrange(len(options))]
+
+
+# --- the oracle's rules: one per kind ---------------------------------------------------------------
+
+def next_turn(task: Task, seen: tuple[Seen, ...]) -> Turn:
+    """The oracle: the next assistant turn from the task and the observations seen so far."""
+    return RULES[task.kind](task, seen, random.Random(task.seed * 7919 + len(seen)))
+
+
+def _degrees(report: str) -> int:
+    return int(re.match(r"(-?\d+)°C", report).group(1))
+
+
+def _weather(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    city = task.entities[0]
+    if not seen:
+        return Turn(_pick(rng, (f"I need the current weather in {city}.",
+                                f"The weather tool can tell me the weather in {city}.",
+                                f"I cannot know the weather in {city}; I ask the weather tool.")),
+                    (("get_weather", {"city": city}),))
+    report = seen[-1].content
+    return Turn(answer=_pick(rng, (f"The weather in {city} is {report}.", f"It is {report} in {city}.",
+                                   f"{city}: {report}.", f"Right now {city} has {report}.")))
+
+
+def _unknown(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    city = task.entities[0]
+    if not seen:
+        return _weather(task, seen, rng)
+    return Turn(answer=_pick(rng, (f"I don't know the weather in {city}: the weather tool has no data for it.",
+                                   f"Sorry, the weather tool has no data for {city}, so I cannot tell you.",
+                                   f"I cannot say: there is no weather data for {city}.")))
+
+
+def _both_cities(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn | None:
+    """Ask for the weather of both cities: in one turn, or one after the other (by the seed)."""
+    a, b = task.entities[:2]
+    got = {s.arguments.get("city") for s in seen if s.name == "get_weather"}
+    if not got:
+        if task.seed % 3 == 2:
+            return Turn(f"I need the weather in {a} first, then in {b}.", (("get_weather", {"city": a}),))
+        return Turn(_pick(rng, (f"I need the current weather in both {a} and {b}.",
+                                f"I ask the weather tool for {a} and for {b}.")),
+                    (("get_weather", {"city": a}), ("get_weather", {"city": b})))
+    if b not in got:
+        return Turn(f"{a} has {seen[-1].content}; now I need {b}.", (("get_weather", {"city": b}),))
+    return None
+
+
+def _reports(seen: tuple[Seen, ...]) -> dict[str, str]:
+    return {s.arguments["city"]: s.content for s in seen if s.name == "get_weather" and s.kind == ResultKind.OK}
+
+
+def _compare(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    turn = _both_cities(task, seen, rng)
+    if turn is not None:
+        return turn
+    reports = _reports(seen)
+    a, b = task.entities[:2]
+    warm, cold = sorted((a, b), key=lambda c: -_degrees(reports[c]))
+    lead = task.facts["lead"]
+    if lead == "warmer":
+        return Turn(answer=f"{warm} is warmer: {reports[warm]} in {warm}, against {reports[cold]} in {cold}.")
+    if lead == "colder":
+        return Turn(answer=f"{cold} is colder: {reports[cold]} in {cold}, against {reports[warm]} in {warm}.")
+    return Turn(answer=f"In {a} it is {reports[a]}; in {b} it is {reports[b]}.")
+
+
+def _temp_math(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    op = task.facts["op"]
+    if op == "fahrenheit":
+        return _fahrenheit(task, seen, rng)
+    turn = _both_cities(task, seen, rng)
+    if turn is not None:
+        return turn
+    reports, (a, b) = _reports(seen), task.entities[:2]
+    ta, tb = _degrees(reports[a]), _degrees(reports[b])
+    calc = [s for s in seen if s.name == "calculator"]
+    if not calc:
+        hi, lo = max(ta, tb), min(ta, tb)
+        expression = {"difference": f"{hi} - {lo}", "sum": f"{ta} + {tb}", "average": f"({ta} + {tb}) / 2"}[op]
+        return Turn(f"{a} has {ta}°C and {b} has {tb}°C; I compute the {op} with the calculator.",
+                    (("calculator", {"expression": expression}),))
+    r = calc[-1].content
+    return Turn(answer={"difference": f"The difference is {r}°C: {a} has {ta}°C and {b} has {tb}°C.",
+                        "sum": f"The sum is {r}°C: {a} has {ta}°C and {b} has {tb}°C.",
+                        "average": f"The average is {r}°C: {a} has {ta}°C and {b} has {tb}°C."}[op])
+
+
+def _fahrenheit(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    city = task.entities[0]
+    if not seen:
+        return _weather(task, seen, rng)
+    if len(seen) == 1:
+        t = _degrees(seen[0].content)
+        return Turn(f"{city} has {t}°C; in Fahrenheit that is {t} * 9 / 5 + 32.",
+                    (("calculator", {"expression": f"{t} * 9 / 5 + 32"}),))
+    return Turn(answer=f"It is {seen[-1].content}°F in {city} ({_degrees(seen[0].content)}°C).")
+
+
+def _arithmetic(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    expression = task.facts["expression"]
+    if not seen:
+        return Turn(_pick(rng, (f"I compute {expression} with the calculator.",
+                                f"I cannot compute exactly in my head; the calculator does {expression}.")),
+                    (("calculator", {"expression": expression}),))
+    return Turn(answer=task.facts["answer"].format(r=seen[-1].content))
+
+
+_AUTHOR = re.compile(r"by the (?:[\w-]+ )*?(?:writer|novelist)(?: and aviator)? (.+?), (?:first )?published")
+
+
+def author_of(search_result: str) -> str:
+    return _AUTHOR.search(search_result).group(1)
+
+
+def _birth(lookup_result: str) -> tuple[str, str]:
+    """(place phrase, year) from lookup's "…was born on 15 October 1923 in Santiago…" sentence."""
+    sentence = next(s for s in lookup_result.split("\n") if "was born" in s)
+    sentence = re.sub(r"^\(Result \d+/\d+\) ", "", sentence)
+    place = re.search(r"\b((?:in|near) [A-Z][^.]*)\.?$", re.sub(r"in \d{4} ", "", sentence)).group(1)
+    return place, re.search(r"\b(\d{4})\b", sentence).group(1)
+
+
+def _two_hop(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    book = task.entities[0]
+    if not seen:
+        thought = _pick(rng, (f"I need the author of {book} first.", f"First I search for {book} to find its author."))
+        return Turn(thought, (("search", {"query": book}),))
+    author = author_of(seen[0].content)
+    if len(seen) == 1 and task.kind == "search":
+        return Turn(answer=_pick(rng, (f"{book} was written by {author}.", f"The author of {book} is {author}.")))
+    if len(seen) == 1:
+        return Turn(f"The author is {author}; now I look up when and where {author} was born.",
+                    (("lookup", {"term": "born", "article": author}),))
+    place, year = _birth(seen[-1].content)
+    if task.facts["ask"] == "year":
+        return Turn(answer=f"{author}, the author of {book}, was born in {year}.")
+    return Turn(answer=f"{author}, the author of {book}, was born {place}.")
+
+
+def _no_tool(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    return Turn(answer=task.facts["answer"])
+
+
+def _repair(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    city = task.entities[0]
+    if not seen:
+        bad = {k: v.format(city=city) for k, v in task.facts["bad"].items()}
+        return Turn(f"I need the current weather in {city}.", (("get_weather", bad),), trained=False)
+    if seen[-1].kind == ResultKind.VALIDATION_ERROR:
+        return Turn('The tool expects the argument "city"; I repeat the call with it.',
+                    (("get_weather", {"city": city}),))
+    return _weather(task, seen[-1:], rng)
+
+
+RULES = {"weather": _weather, "unknown_city": _unknown, "compare": _compare, "temp_math": _temp_math,
+         "arithmetic": _arithmetic, "two_hop": _two_hop, "search": _two_hop, "no_tool": _no_tool, "repair": _repair}
+
+
+def book_author(book: str) -> str:
+    article = next(a for a in load_encyclopedia() if a.title == book)
+    return author_of(article.text)

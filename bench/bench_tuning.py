@@ -1,0 +1,204 @@
+"""Benchmark: in-context learning vs post-training, measured by the app's own loop (issue 24).
+
+    .venv/bin/python bench/bench_tuning.py [--limit N] [--rows base-0 tuned …] [--out PATH]
+
+Rows: the base weights with 0, 1 and 3 few-shot exemplars (agent.context.exemplars), the trajectory-tuned
+weights, and the trajectory-tuned weights without thoughts (agent.llm.weights; no exemplars).
+Columns, for the held-in and the held-out questions apart (assets/trajectories/held-*.jsonl):
+  success     — the right answer reached THROUGH the tools: the judge accepts the answer and every
+                needed tool was called and returned a result (agent.tuning.trajectories.judge_run);
+  valid calls — calls that pass the three checks, over calls + unparsable replies;
+  arg match   — the oracle's calls that the model made with exactly the same arguments;
+  prompt tok  — mean prompt tokens per model call (the exemplars are tokens re-sent every call);
+and the held-out success without the two compositions no run trains (average, Fahrenheit).
+Every run: ReAct mode, native tool calls, T = 0, no constrained decoding, MAX_STEPS = 5. A run
+that made no model call is reported (and counted as a failure). Also the top-5 next tokens after
+"The capital of France is" for each weights choice (general ability kept?).
+
+Writes assets/trajectories/comparison.json (the view in the page reads it) and prints the tables.
+What it does not do: assert. A full run is ~5 rows × 69 questions × a few model calls: use --limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import header, machine_line, print_table  # noqa: E402
+
+from agent.backends import LocalBackend  # noqa: E402
+from agent.llm.weights import ADAPTERS_DIR, load_adapters  # noqa: E402
+from agent.loop import State, StopReason, run  # noqa: E402
+from agent.messages import AssistantMessage, Origin, ResultKind, ToolResultMessage, UserMessage  # noqa: E402
+from agent.tools import TOOLS  # noqa: E402
+from agent.tuning.trajectories import DATA_DIR, SETTINGS, judge_run, read_jsonl, start  # noqa: E402
+
+MAX_STEPS = 5
+REPLY_TOKENS = 128
+ROWS = {"base-0": ("base, 0 exemplars", "base", 0), "base-1": ("base, 1 exemplar", "base", 1),
+        "base-3": ("base, 3 exemplars", "base", 3), "tuned": ("trajectory-tuned", "trajectory-tuned", 0),
+        "tuned-no-thoughts": ("trajectory-tuned without thoughts", "trajectory-tuned without thoughts", 0)}
+SONG_ET_AL = {  # lecture: the unweighted mean of task results, with → without the thought, three models
+    "held-out": [[29.5, 22.8], [30.0, 27.5], [36.1, 31.8]], "held-in": [[41.6, 41.2], [45.2, 45.5], [45.4, 43.6]]}
+PROMPT = "The capital of France is"
+NEW_COMPOSITIONS = ("average", "fahrenheit")  # held-out kinds no training run shows
+
+
+def settings(few_shot: int):
+    return replace(SETTINGS, max_steps=MAX_STEPS, max_new_tokens=REPLY_TOKENS, few_shot=few_shot,
+                   temperature=0.0, constrained=False, timeout_s=600.0)
+
+
+def _same_call(a: dict, name: str, arguments: str) -> bool:
+    try:
+        return a["name"] == name and a["arguments"] == json.loads(arguments)
+    except json.JSONDecodeError:
+        return False
+
+
+def measure(question: dict, final: State) -> dict:
+    """One run's figures: the judge's verdict, calls valid / made, oracle calls matched, prompt tokens."""
+    results = {m.tool_call_id: m for m in final.history if isinstance(m, ToolResultMessage)}
+    calls = [c for m in final.history if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    invalid = sum(1 for c in calls if c.id in results and results[c.id].kind == ResultKind.VALIDATION_ERROR
+                  and not results[c.id].content.startswith("ERROR: repeated call"))
+    unparsable = sum(1 for m in final.history if isinstance(m, UserMessage) and m.origin == Origin.RUNTIME
+                     and m.content.startswith("ERROR: could not parse"))
+    unparsable += final.stop_reason == StopReason.NO_PARSABLE_OUTPUT
+    expected = question["expected"]["calls"]
+    matched = sum(1 for e in expected if any(_same_call(e, c.name, c.arguments) for c in calls))
+    return {**judge_run(question["expected"], final), "id": question["id"], "group": question["group"],
+            "model_calls": len(final.replies), "calls": len(calls), "valid_calls": len(calls) - invalid,
+            "unparsable": unparsable, "expected_calls": len(expected), "matched_calls": matched,
+            "prompt_tokens": [u.prompt_tokens for u in final.usage], "stop_reason": str(final.stop_reason),
+            "answer": final.final_answer, "made_calls": [f"{c.name}({c.arguments})" for c in calls]}
+
+
+def summarize(runs: list[dict]) -> dict:
+    def share(num: int, den: int) -> float | None:
+        return round(num / den, 3) if den else None
+
+    tokens = [t for r in runs for t in r["prompt_tokens"]]
+    return {"n": len(runs), "success": share(sum(r["success"] for r in runs), len(runs)),
+            "valid_call_rate": share(sum(r["valid_calls"] for r in runs),
+                                     sum(r["calls"] + r["unparsable"] for r in runs)),
+            "arg_exact_match": share(sum(r["matched_calls"] for r in runs), sum(r["expected_calls"] for r in runs)),
+            "mean_prompt_tokens": round(sum(tokens) / len(tokens), 1) if tokens else None,
+            "not_advanced": sum(r["model_calls"] == 0 for r in runs)}
+
+
+def run_row(lm, adapters, key: str, questions: list[dict], log=print) -> list[dict]:
+    """Every question through the loop with one row's weights and exemplars (its own KV cache)."""
+    label, weights, few_shot = ROWS[key]
+    if adapters is not None:
+        adapters.use(weights)
+    backend = LocalBackend(lm, name=label, session=f"bench-tuning-{key}")  # a cache per row: never stale
+    out = []
+    for q in questions:
+        t = time.perf_counter()
+        final = run(start(q["question"], settings(few_shot)), backend, TOOLS)[-1]
+        m = {**measure(q, final), "row": key, "split": q["split"], "seconds": round(time.perf_counter() - t, 1)}
+        if m["model_calls"] == 0:
+            log(f"  ! {q['id']}: the run made no model call ({final.stop_reason})")
+        log(f"  {label:38} {q['split']:8} {'✓' if m['success'] else '✗'} {q['question'][:60]!r} → "
+            f"{(m['answer'] or '')[:70]!r} [{', '.join(m['made_calls'])[:80]}] {m['seconds']} s")
+        out.append(m)
+    lm.forget(f"bench-tuning-{key}")
+    return out
+
+
+def top5(lm, adapters, weights: str) -> list[list]:
+    """The five most probable next tokens after PROMPT, from a fresh forward pass (no cache)."""
+    import numpy as np
+
+    if adapters is not None:
+        adapters.use(weights)
+    z = lm.full_forward_logits(lm.encode(PROMPT))
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    return [[lm.token_strings[int(i)], round(float(p[i]), 4)] for i in np.argsort(-p)[:5]]
+
+
+def spread(questions: list[dict], n: int | None) -> list[dict]:
+    """n questions spread evenly over the file (whose task kinds come in blocks); all for None.
+
+    >>> [q["i"] for q in spread([{"i": i} for i in range(10)], 3)]
+    [0, 3, 6]
+    """
+    if n is None or n >= len(questions):
+        return questions
+    return [questions[i * len(questions) // n] for i in range(n)]
+
+
+def tables(result: dict) -> None:
+    cols = ["weights", "success", "success (trained kinds)", "valid calls", "arg match", "prompt tok/call", "n",
+            "no call made"]
+    for split in ("held-in", "held-out"):
+        rows = [[s["label"], s["success"], s["success_trained_kinds"], s["valid_call_rate"], s["arg_exact_match"],
+                 s["mean_prompt_tokens"], s["n"], s["not_advanced"]] for s in result["rows"] if s["split"] == split]
+        print_table(f"{split} questions (T = 0, native tool calls, no constraint, MAX_STEPS = {MAX_STEPS})", cols, rows)
+    groups = sorted({g for s in result["rows"] if s["split"] == "held-out" for g in s["by_group"]})
+    rows = [[s["label"], *(s["by_group"].get(g, {}).get("success") for g in groups)]
+            for s in result["rows"] if s["split"] == "held-out"]
+    print_table("held-out success by task kind", ["weights", *groups], rows)
+    print_table(f"top-5 next tokens after {PROMPT!r}", ["weights", "top-5"],
+                [[w, ", ".join(f"{t} {p:.2f}" for t, p in top)] for w, top in result["top5"].items()])
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--limit", type=int, default=None, help="N questions of each split, spread over its task kinds")
+    p.add_argument("--rows", nargs="+", choices=tuple(ROWS), default=list(ROWS))
+    p.add_argument("--adapters", default=str(ADAPTERS_DIR), help="folder of the adapter folders")
+    p.add_argument("--out", default=str(DATA_DIR / "comparison.json"))
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from agent.llm.model import load_model
+
+    header("In-context learning vs post-training (trajectory tuning), measured by the app's loop")
+    lm = load_model(log=lambda *_: None)
+    try:
+        adapters = load_adapters(lm, root=Path(args.adapters))
+    except FileNotFoundError as e:
+        print(f"{e} — only the base rows run.")
+        adapters = None
+    keys = [k for k in args.rows if ROWS[k][1] == "base" or (adapters and ROWS[k][1] in adapters.loaded)]
+    questions = [q for name in ("held-in", "held-out")
+                 for q in spread(read_jsonl(DATA_DIR / f"{name}.jsonl"), args.limit)]
+    runs = [m for key in keys for m in run_row(lm, adapters, key, questions)]
+    rows = []
+    for key in keys:
+        for split in ("held-in", "held-out"):
+            mine = [r for r in runs if r["row"] == key and r["split"] == split]
+            groups = {g: summarize([r for r in mine if r["group"] == g]) for g in sorted({r["group"] for r in mine})}
+            known = summarize([r for r in mine if r["group"] not in NEW_COMPOSITIONS])
+            rows.append({"row": key, "label": ROWS[key][0], "weights": ROWS[key][1], "few_shot": ROWS[key][2],
+                         "split": split, **summarize(mine), "success_trained_kinds": known["success"],
+                         "by_group": groups})
+    weights = sorted({ROWS[k][1] for k in keys}, key=lambda w: [ROWS[k][1] for k in ROWS].index(w))
+    result = {"measured": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "machine": machine_line(), "settings": {"mode": "react", "fmt": "native", "temperature": 0.0,
+                                                      "constrained": False, "max_steps": MAX_STEPS,
+                                                      "max_new_tokens": REPLY_TOKENS, "limit": args.limit},
+              "rows": rows, "song_et_al": SONG_ET_AL,
+              "top5": {w: top5(lm, adapters, w) for w in weights}, "runs": runs}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    tables(result)
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Trajectory tuning of the bundled model (lecture, "In-Context Learning vs. Post-Training for ReAct").
+
+    make tune                                            # both adapters, about 10 minutes each
+    python scripts/tune.py --adapter with-thoughts --max-steps 2 --limit-runs 4 --out /tmp/a
+
+LoRA (peft) on SmolLM2-135M-Instruct: r = 16, alpha 32, on q/k/v/o/gate/up/down; AdamW, lr 3e-4;
+batch 1; one epoch over the versioned runs (assets/trajectories/train-*.jsonl) in a seeded order.
+One run is ONE sequence — the prompt of its last call + the final reply — rendered exactly as the
+ReAct tab sends it (agent.tuning.trajectories.render_run); the loss is on the assistant turns only, each
+reply with its <|im_end|>. Writes, per adapter, the peft folder (adapter_model.safetensors +
+adapter_config.json, weights stored as bfloat16), loss.png and training.json.
+
+What it does not know: the app, the batcher, evaluation (bench/bench_tuning.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.llm.weights import ADAPTERS_DIR, FOLDERS  # noqa: E402
+from agent.tuning.trajectories import DATA_DIR, read_jsonl, render_run  # noqa: E402
+
+SEED = 0
+LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0,
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+LR = 3e-4
+MAX_TOKENS = 140_000  # per adapter: ~10 minutes at ~237 tokens/s on the quiet 2-core CPU
+BASE_NAME = "bundled:SmolLM2-135M-Instruct"  # never a hub id: nothing may try to download it
+ADAPTERS = {"with-thoughts": ("trajectory-tuned", "train-with-thoughts.jsonl"),
+            "without-thoughts": ("trajectory-tuned without thoughts", "train-without-thoughts.jsonl")}
+
+
+@dataclass(frozen=True)
+class Example:
+    """One run as the model sees it: token ids, and labels (-100 where no loss is taken)."""
+
+    id: str
+    input_ids: tuple[int, ...]
+    labels: tuple[int, ...]
+
+
+def encode(record: dict, tokenizer) -> Example:
+    """Render the run; a token carries the loss when it starts inside a trained span."""
+    text, spans = render_run(record, tokenizer)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = enc["input_ids"]
+    labels = [t if any(s <= a < e for s, e in spans) else -100 for t, (a, _) in zip(ids, enc["offset_mapping"],
+                                                                                      strict=True)]
+    return Example(record["id"], tuple(ids), tuple(labels))
+
+
+def examples(data: Path, name: str, tokenizer, limit_runs: int | None, max_tokens: int) -> list[Example]:
+    """The runs of one file in a seeded order, cut at limit_runs, or where the WITH-thoughts
+    sequences reach max_tokens: both adapters train on the same runs (the lecture's ablation)."""
+    order = list(range(len(read_jsonl(data / ADAPTERS["with-thoughts"][1]))))
+    random.Random(SEED).shuffle(order)
+    order = order[:limit_runs]
+    with_thoughts = read_jsonl(data / ADAPTERS["with-thoughts"][1])
+    rows = read_jsonl(data / name)
+    if [r["id"] for r in rows] != [r["id"] for r in with_thoughts]:
+        raise ValueError(f"{name} does not hold the same runs, in the same order, as the runs with thoughts")
+    keep, total = 0, 0
+    for i in order:
+        total += len(encode(with_thoughts[i], tokenizer).input_ids)
+        if total > max_tokens:
+            break
+        keep += 1
+    return [encode(rows[i], tokenizer) for i in order[:keep]]
+
+
+def peft_model(lm):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(SEED)
+    config = LoraConfig(task_type="CAUSAL_LM", **LORA)
+    model = get_peft_model(lm.model, config)
+    model.train()
+    return model
+
+
+def step_loss(model, ex: Example, bf16: bool):
+    """Forward + backward of one run; its loss (a float)."""
+    import torch
+
+    causal_lm = model.get_base_model()
+    ids = torch.tensor([ex.input_ids])
+    targets = torch.tensor(ex.labels[1:])
+    keep = (targets != -100).nonzero().squeeze(1)  # the vocabulary head runs only where the loss is taken
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        hidden = causal_lm.model(input_ids=ids, use_cache=False).last_hidden_state[0, :-1]
+        logits = causal_lm.lm_head(hidden[keep]).float()
+    loss = torch.nn.functional.cross_entropy(logits, targets[keep])
+    loss.backward()
+    return float(loss.detach())
+
+
+def time_bf16(model, exs: list[Example], n: int = 5, length: int = 320) -> dict:
+    """tokens/s of n forward+backward passes in float32 and under bf16 autocast (no update), on
+    the last `length` tokens of each run (where the loss is): the float32 passes alone can take
+    minutes on a loaded machine."""
+    result = {}
+    short = [Example(e.id, e.input_ids[-length:], e.labels[-length:]) for e in exs[:n]]
+    step_loss(model, short[0], False)  # warm-up, not timed
+    for bf16 in (False, True):
+        t, tokens = time.perf_counter(), 0
+        for ex in short:
+            step_loss(model, ex, bf16)
+            tokens += len(ex.input_ids)
+        model.zero_grad(set_to_none=True)
+        result["bf16" if bf16 else "float32"] = round(tokens / (time.perf_counter() - t), 1)
+    return result
+
+
+def train(model, exs: list[Example], bf16: bool, max_steps: int | None, log=print) -> dict:
+    """One epoch at batch 1 (or max_steps); per-step loss, tokens and seconds."""
+    import torch
+
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR)
+    losses, tokens, t0 = [], 0, time.perf_counter()
+    for i, ex in enumerate(exs[:max_steps]):
+        losses.append(step_loss(model, ex, bf16))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        tokens += len(ex.input_ids)
+        if i % 10 == 0 or i == len(exs[:max_steps]) - 1:
+            rate = tokens / (time.perf_counter() - t0)
+            log(f"  step {i + 1}/{len(exs[:max_steps])}  loss {losses[-1]:.4f}  {rate:.0f} tokens/s")
+    seconds = time.perf_counter() - t0
+    return {"steps": len(losses), "tokens": tokens, "seconds": round(seconds, 1),
+            "tokens_per_s": round(tokens / seconds, 1), "losses": [round(x, 5) for x in losses],
+            "final_loss": round(sum(losses[-10:]) / len(losses[-10:]), 5)}
+
+
+def save(model, folder: Path) -> int:
+    """The adapter in bfloat16 (half the bytes of float32); the base named so nothing downloads it."""
+    import torch
+
+    model.peft_config["default"].base_model_name_or_path = BASE_NAME
+    for p in model.parameters():
+        if p.requires_grad:
+            p.data = p.data.to(torch.bfloat16)
+    model.save_pretrained(str(folder))
+    return sum(f.stat().st_size for f in folder.iterdir() if f.name.startswith("adapter_"))
+
+
+def plot_loss(losses: list[float], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = max(1, len(losses) // 20)
+    smooth = [sum(losses[max(0, i - k + 1):i + 1]) / len(losses[max(0, i - k + 1):i + 1]) for i in range(len(losses))]
+    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
+    ax.plot(range(1, len(losses) + 1), losses, color="#bbb", lw=0.8, label="loss per run")
+    ax.plot(range(1, len(losses) + 1), smooth, color="#c0392b", lw=1.8, label=f"mean of {k}")
+    ax.set(xlabel="step (one run, batch 1)", ylabel="loss on assistant turns", title=title, yscale="log")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def tune_one(adapter: str, args) -> dict:
+    """Load the base model fresh, train one adapter, save it with its loss curve and record."""
+    import torch
+
+    from agent.llm.model import load_model
+
+    weights, data = ADAPTERS[adapter]
+    folder = Path(args.out) / FOLDERS[weights]
+    load_before = os.getloadavg()
+    lm = load_model(log=lambda *_: None)
+    exs = examples(Path(args.data), data, lm.tokenizer, args.limit_runs, args.max_tokens)
+    n_tokens = sum(len(e.input_ids) for e in exs)
+    trained = sum(1 for e in exs for x in e.labels if x != -100)
+    print(f"{weights}: {len(exs)} runs, {n_tokens:,} sequence tokens ({trained:,} with loss)")
+    torch.manual_seed(SEED)
+    model = peft_model(lm)
+    timing = time_bf16(model, exs) if args.bf16 == "auto" else {}
+    bf16 = args.bf16 == "on" or (args.bf16 == "auto" and timing["bf16"] > 1.1 * timing["float32"])
+    if timing:
+        print(f"  bf16 autocast: {timing['bf16']} tokens/s against float32 {timing['float32']} "
+              f"(5 steps each) → train in {'bf16' if bf16 else 'float32'}")
+    epochs = [exs] + [random.Random(SEED + k).sample(exs, len(exs)) for k in range(1, args.epochs)]
+    record = train(model, [e for epoch in epochs for e in epoch], bf16, args.max_steps)
+    folder.mkdir(parents=True, exist_ok=True)
+    size = save(model, folder)
+    plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png")
+    record.update(weights=weights, runs=len(exs), epochs=args.epochs, sequence_tokens=n_tokens, loss_tokens=trained,
+                  adapter_bytes=size, bf16=bf16, bf16_timing=timing, lora=LORA, lr=LR, seed=SEED,
+                  data=str(Path(data)), load_before=[round(x, 2) for x in load_before],
+                  load_after=[round(x, 2) for x in os.getloadavg()], torch_threads=torch.get_num_threads())
+    (folder / "training.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"  {record['steps']} steps, {record['tokens']:,} tokens in {record['seconds']} s "
+          f"({record['tokens_per_s']} tokens/s), final loss {record['final_loss']}, adapter {size / 1e6:.1f} MB "
+          f"→ {folder}")
+    return record
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--adapter", choices=("with-thoughts", "without-thoughts", "both"), default="both")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after N runs (default: one epoch)")
+    p.add_argument("--limit-runs", type=int, default=None, help="use only the first N runs")
+    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="cap on sequence tokens per adapter")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the runs (each later one reshuffled)")
+    p.add_argument("--out", default=str(ADAPTERS_DIR), help="folder of the adapter folders")
+    p.add_argument("--data", default=str(DATA_DIR), help="folder of the train-*.jsonl files")
+    p.add_argument("--bf16", choices=("auto", "on", "off"), default="auto",
+                   help="auto: time 5 steps each way and train in bf16 only if >10%% faster")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    names = ("with-thoughts", "without-thoughts") if args.adapter == "both" else (args.adapter,)
+    for name in names:
+        tune_one(name, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Trajectory tuning (issue 24): the generated runs, the split, the training script, the adapters.
+
+The data tests run without a model; those marked `model` load the bundled one (training: 2 steps
+on 4 runs into tmp_path, a few tens of seconds on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent import loop
+from agent.llm.weights import WEIGHTS, adapter_folder, checked
+from agent.messages import ToolResultMessage
+from agent.tuning.sets import FILES, build
+from agent.tuning.trajectories import DATA_DIR, judge_answer, read_jsonl, render_run, replay
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = [*read_jsonl(DATA_DIR / FILES["train"]), *read_jsonl(DATA_DIR / FILES["train_without"])]
+
+
+def test_every_generated_run_replays_exactly_with_real_observations():
+    for record in TRAIN:
+        states, prompts = replay(record)
+        final = states[-1]
+        assert final.stop_reason == loop.StopReason.FINAL_ANSWER, record["id"]
+        assert [m.content for m in final.history if isinstance(m, ToolResultMessage)] == record["observations"]
+        assert final.final_answer == record["answer"] == record["replies"][-1]
+        assert len(prompts) == len(record["replies"]) == len(record["trained"])
+
+
+def test_the_versioned_data_is_what_the_seeded_generator_writes():
+    for key, rows in build().items():
+        assert rows == read_jsonl(DATA_DIR / FILES[key]), FILES[key]
+
+
+def test_with_and_without_thoughts_are_the_same_runs_without_the_thought():
+    with_t, without = read_jsonl(DATA_DIR / FILES["train"]), read_jsonl(DATA_DIR / FILES["train_without"])
+    assert [r["calls"] for r in with_t] == [r["calls"] for r in without]
+    assert [r["observations"] for r in with_t] == [r["observations"] for r in without]
+    assert any("Thought:" in x for r in with_t for x in r["replies"])
+    assert not any("Thought:" in x for r in without for x in r["replies"])
+
+
+def test_held_out_split_overlaps_training_in_no_template_entities_pair():
+    held_out = read_jsonl(DATA_DIR / FILES["held_out"])
+    train_pairs = {(r["template"], tuple(r["entities"])) for r in TRAIN}
+    assert not train_pairs & {(q["template"], tuple(q["entities"])) for q in held_out}
+    assert not {r["template"] for r in TRAIN} & {q["template"] for q in held_out}  # unseen phrasings
+    assert not {r["question"] for r in TRAIN} & {q["question"] for q in held_out}
+    from agent.tuning.task_bank import HELD_OUT_BOOKS, HELD_OUT_CITIES, HELD_OUT_UNKNOWN
+
+    trained_entities = {e for r in TRAIN for e in r["entities"]}
+    assert not trained_entities & {*HELD_OUT_CITIES, *HELD_OUT_BOOKS, *HELD_OUT_UNKNOWN}
+    assert {"difference", "sum", "average", "fahrenheit", "two_hop", "unknown_city"} <= {q["group"] for q in held_out}
+
+
+def test_the_judge_reads_numbers_whole_and_wants_honesty_for_an_unknown_city():
+    assert judge_answer({"must_contain": ["1"]}, "The difference is 1°C.")
+    assert not judge_answer({"must_contain": ["1"]}, "Bogotá has 14°C.")
+    honest = {"honest": True, "must_not_contain": ["°C"]}
+    assert judge_answer(honest, "I don't know the weather in Hanoi: the tool has no data for it.")
+    assert not judge_answer(honest, "It is 25°C in Hanoi.")
+
+
+def test_an_unknown_weights_name_gives_a_clear_message():
+    assert WEIGHTS == ("base", "trajectory-tuned", "trajectory-tuned without thoughts")
+    with pytest.raises(ValueError, match="Unknown Local weights 'tuned': choose one of base, trajectory-tuned, "
+                                         "trajectory-tuned without thoughts"):
+        checked("tuned")
+    with pytest.raises(ValueError, match="Unknown Local weights"):
+        adapter_folder("")
+    assert adapter_folder("base") is None
+
+
+@pytest.mark.model
+def test_each_turn_prompt_is_a_prefix_and_only_assistant_turns_carry_the_loss(lm):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from tune import encode
+
+    for record in TRAIN[::7]:
+        text, spans = render_run(record, lm.tokenizer)  # raises when a turn's prompt is not a prefix
+        ex = encode(record, lm.tokenizer)
+        trained = lm.tokenizer.decode([t for t in ex.labels if t != -100])
+        replies = [r for r, t in zip(record["replies"], record["trained"], strict=True) if t]
+        assert trained == "".join(r + "<|im_end|>" for r in replies), record["id"]
+        assert ex.labels[-1] == lm.tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+
+@pytest.fixture(scope="module")
+def trained_adapter(tmp_path_factory) -> Path:
+    """The training script, 2 steps on 4 runs, into a temporary folder."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import tune
+
+    out = tmp_path_factory.mktemp("adapters")
+    assert tune.main(["--adapter", "with-thoughts", "--max-steps", "2", "--limit-runs", "4",
+                      "--bf16", "off", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.model
+def test_training_runs_two_steps_on_four_runs_and_writes_an_adapter(trained_adapter):
+    folder = trained_adapter / "trajectory-tuned"
+    assert (folder / "adapter_model.safetensors").stat().st_size > 1_000_000
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert config["r"] == 16 and config["lora_alpha"] == 32
+    assert "/" not in config["base_model_name_or_path"]  # no hub id for anything to download
+    record = json.loads((folder / "training.json").read_text())
+    assert record["steps"] == 2 and record["runs"] == 4 and record["tokens"] > 0
+    assert (folder / "loss.png").stat().st_size > 0
+
+
+@pytest.mark.model
+def test_an_adapter_loads_offline_and_changes_the_logits(trained_adapter):
+    import numpy as np
+    import torch
+
+    from agent.llm.model import load_model
+    from agent.llm.weights import load_adapters
+
+    fresh = load_model(log=lambda *_: None)  # not the session's model: the adapter goes in place
+    ids = fresh.encode("What's the weather in Lisbon?")
+    base = fresh.full_forward_logits(ids)
+    adapters = load_adapters(fresh, root=trained_adapter)
+    assert adapters.loaded == ("trajectory-tuned",)
+    assert np.allclose(fresh.full_forward_logits(ids), base, atol=1e-5)  # base stays active
+    adapters.use("trajectory-tuned")
+    tuned = fresh.full_forward_logits(ids)
+    assert np.abs(tuned - base).max() > 1e-3
+    adapters.use("base")
+    assert np.allclose(fresh.full_forward_logits(ids), base, atol=1e-5)
+    with adapters.rows(["base", "trajectory-tuned"]):  # the batcher's call: rows on different weights
+        mixed = fresh.model.lm_head(fresh.model.model(input_ids=torch.tensor([ids, ids])).last_hidden_state[:, -1])
+    assert np.allclose(mixed[0].detach().numpy(), base, atol=1e-3)
+    assert np.allclose(mixed[1].detach().numpy(), tuned, atol=1e-3)
+    assert adapters.active == "base"
+    with pytest.raises(ValueError, match="not loaded"):
+        adapters.use("trajectory-tuned without thoughts")
