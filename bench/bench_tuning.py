@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import header, machine_line, print_table  # noqa: E402
 
 from agent.backends import LocalBackend  # noqa: E402
-from agent.llm.weights import ADAPTERS_DIR, load_adapters  # noqa: E402
+from agent.llm.weights import ADAPTERS_DIR  # noqa: E402
 from agent.loop import State, StopReason, run  # noqa: E402
 from agent.messages import AssistantMessage, Origin, ResultKind, ToolResultMessage, UserMessage  # noqa: E402
 from agent.tools import TOOLS  # noqa: E402
@@ -95,12 +95,11 @@ def summarize(runs: list[dict]) -> dict:
             "not_advanced": sum(r["model_calls"] == 0 for r in runs)}
 
 
-def run_row(lm, adapters, key: str, questions: list[dict], log=print) -> list[dict]:
-    """Every question through the loop with one row's weights and exemplars (its own KV cache)."""
+def run_row(lm, key: str, questions: list[dict], log=print) -> list[dict]:
+    """Every question through the loop with one row's weights and exemplars, as the ReAct tab's
+    Local model runs it (LocalBackend with its weights; its own KV cache)."""
     label, weights, few_shot = ROWS[key]
-    if adapters is not None:
-        adapters.use(weights)
-    backend = LocalBackend(lm, name=label, session=f"bench-tuning-{key}")  # a cache per row: never stale
+    backend = LocalBackend(lm, name=label, session=f"bench-tuning-{key}", weights=weights)
     out = []
     for q in questions:
         t = time.perf_counter()
@@ -115,13 +114,11 @@ def run_row(lm, adapters, key: str, questions: list[dict], log=print) -> list[di
     return out
 
 
-def top5(lm, adapters, weights: str) -> list[list]:
-    """The five most probable next tokens after PROMPT, from a fresh forward pass (no cache)."""
+def top5(lm, weights: str) -> list[list]:
+    """The five most probable next tokens after PROMPT on these weights (a cache of its own)."""
     import numpy as np
 
-    if adapters is not None:
-        adapters.use(weights)
-    z = lm.full_forward_logits(lm.encode(PROMPT))
+    z = lm.next_token_logits(lm.encode(PROMPT), session=f"bench-top5-{weights}", weights=weights)
     p = np.exp(z - z.max())
     p /= p.sum()
     return [[lm.token_strings[int(i)], round(float(p[i]), 4)] for i in np.argsort(-p)[:5]]
@@ -153,11 +150,24 @@ def tables(result: dict) -> None:
                 [[w, ", ".join(f"{t} {p:.2f}" for t, p in top)] for w, top in result["top5"].items()])
 
 
+def merged(old: dict, new: dict, keys: list[str]) -> dict:
+    """`new` with the rows, runs and top-5 of `old` that `new` did not measure, in ROWS order; each
+    row keeps its own n and measured time, so a table may mix a full and a --limit run."""
+    order = list(ROWS)
+    for row in new["rows"]:
+        row["measured"] = new["measured"]
+    rows = [r for r in old["rows"] if r["row"] not in keys] + new["rows"]
+    rows.sort(key=lambda r: (order.index(r["row"]), r["split"]))
+    runs = [r for r in old["runs"] if r["row"] not in keys] + new["runs"]
+    return {**new, "rows": rows, "runs": runs, "top5": {**old.get("top5", {}), **new["top5"]}}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--limit", type=int, default=None, help="N questions of each split, spread over its task kinds")
     p.add_argument("--rows", nargs="+", choices=tuple(ROWS), default=list(ROWS))
-    p.add_argument("--adapters", default=str(ADAPTERS_DIR), help="folder of the adapter folders")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows of --out that this run does not measure (each row says its n)")
     p.add_argument("--out", default=str(DATA_DIR / "comparison.json"))
     return p.parse_args(argv)
 
@@ -167,16 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     from agent.llm.model import load_model
 
     header("In-context learning vs post-training (trajectory tuning), measured by the app's loop")
-    lm = load_model(log=lambda *_: None)
-    try:
-        adapters = load_adapters(lm, root=Path(args.adapters))
-    except FileNotFoundError as e:
-        print(f"{e} — only the base rows run.")
-        adapters = None
-    keys = [k for k in args.rows if ROWS[k][1] == "base" or (adapters and ROWS[k][1] in adapters.loaded)]
+    lm = load_model(log=lambda *_: None)  # with the shipped adapters (assets/adapters), as the app loads it
+    if lm.weights_choices == ("base",):
+        print(f"No adapter in {ADAPTERS_DIR} (make tune): only the base rows run.")
+    keys = [k for k in args.rows if ROWS[k][1] in lm.weights_choices]
     questions = [q for name in ("held-in", "held-out")
                  for q in spread(read_jsonl(DATA_DIR / f"{name}.jsonl"), args.limit)]
-    runs = [m for key in keys for m in run_row(lm, adapters, key, questions)]
+    runs = [m for key in keys for m in run_row(lm, key, questions)]
     rows = []
     for key in keys:
         for split in ("held-in", "held-out"):
@@ -192,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                                                       "constrained": False, "max_steps": MAX_STEPS,
                                                       "max_new_tokens": REPLY_TOKENS, "limit": args.limit},
               "rows": rows, "song_et_al": SONG_ET_AL,
-              "top5": {w: top5(lm, adapters, w) for w in weights}, "runs": runs}
+              "top5": {w: top5(lm, w) for w in weights}, "runs": runs}
+    if args.merge and Path(args.out).exists():
+        result = merged(json.loads(Path(args.out).read_text(encoding="utf-8")), result, keys)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     tables(result)

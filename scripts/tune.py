@@ -151,6 +151,7 @@ def save(model, folder: Path) -> int:
         if p.requires_grad:
             p.data = p.data.to(torch.bfloat16)
     model.save_pretrained(str(folder))
+    (folder / "README.md").unlink(missing_ok=True)  # peft's blank model card names this machine's cache path
     return sum(f.stat().st_size for f in folder.iterdir() if f.name.startswith("adapter_"))
 
 
@@ -181,7 +182,7 @@ def tune_one(adapter: str, args) -> dict:
     weights, data = ADAPTERS[adapter]
     folder = Path(args.out) / FOLDERS[weights]
     load_before = os.getloadavg()
-    lm = load_model(log=lambda *_: None)
+    lm = load_model(log=lambda *_: None, adapters=False)  # LoRA goes onto the plain base weights
     exs = examples(Path(args.data), data, lm.tokenizer, args.limit_runs, args.max_tokens)
     n_tokens = sum(len(e.input_ids) for e in exs)
     trained = sum(1 for e in exs for x in e.labels if x != -100)

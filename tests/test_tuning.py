@@ -122,7 +122,7 @@ def test_an_adapter_loads_offline_and_changes_the_logits(trained_adapter):
     from agent.llm.model import load_model
     from agent.llm.weights import load_adapters
 
-    fresh = load_model(log=lambda *_: None)  # not the session's model: the adapter goes in place
+    fresh = load_model(log=lambda *_: None, adapters=False)  # not the session's model: the adapter goes in place
     ids = fresh.encode("What's the weather in Lisbon?")
     base = fresh.full_forward_logits(ids)
     adapters = load_adapters(fresh, root=trained_adapter)

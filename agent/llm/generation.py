@@ -60,6 +60,7 @@ def generate(
     cancelled: Callable[[], bool] | None = None,
     cancel: threading.Event | None = None,
     session=None,
+    weights: str = "base",
 ) -> Generation:
     """Generate up to ``max_new_tokens`` tokens after ``prompt_ids``.
 
@@ -68,7 +69,8 @@ def generate(
     ``time_limit`` seconds, or when ``cancel`` is set / ``cancelled()`` turns true (checked before
     each step and while a step waits for the batcher). ``on_token(id, text_so_far)`` streams.
     ``session``: whose KV cache to use (None: the running event's session, else a private one
-    dropped at the end, so a visitor's prompt is never found by another visitor).
+    dropped at the end, so a visitor's prompt is never found by another visitor). ``weights``: the
+    model's weights choice ("base" or a trajectory-tuned adapter, agent.llm.weights).
     """
     start = time.monotonic()
     from agent.llm.batching import Cancelled, current_session
@@ -86,14 +88,14 @@ def generate(
     try:
         with track:
             return _generate(lm, prompt_ids, config, rng, grammar, max_new_tokens, stop, time_limit,
-                             on_token, stopped, key, start, Cancelled)
+                             on_token, stopped, key, start, Cancelled, weights)
     finally:
         if private:
             lm.forget(key)
 
 
 def _generate(lm, prompt_ids, config, rng, grammar, max_new_tokens, stop, time_limit, on_token,
-              stopped, key, start, cancelled_error) -> Generation:
+              stopped, key, start, cancelled_error, weights="base") -> Generation:
     constraint = None
     if grammar is not None:
         from agent.constraints import Constraint
@@ -108,7 +110,8 @@ def _generate(lm, prompt_ids, config, rng, grammar, max_new_tokens, stop, time_l
             reason = _why_stopped(start, time_limit)
             break
         try:
-            logits = lm.next_token_logits(list(prompt_ids) + ids, session=key, cancel=stopped)
+            logits = lm.next_token_logits(list(prompt_ids) + ids, session=key, cancel=stopped,
+                                          **({"weights": weights} if weights != "base" else {}))
         except cancelled_error:
             reason = _why_stopped(start, time_limit)
             break

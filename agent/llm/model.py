@@ -17,6 +17,7 @@ the files' sizes and SHA-256; anything else is rebuilt, never loaded.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -34,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.llm.batching import current_session
+from agent.stops import END_OF_TURN
 
 # OpenMP threads that spin while waiting collapse under load: on a 2-core machine shared by a
 # class (or by other processes) a float32 decode step went from ~80 ms to ~540 ms with libgomp's
@@ -322,6 +324,34 @@ class _Prefix:
 
 PUBLIC = ("public",)  # the session key of prefixes every visitor may share (a tuple: no page sends one)
 ANONYMOUS = ("anonymous",)  # calls with no session and no resolver (a notebook, a test)
+BASE = "base"  # the weights as loaded; agent.llm.weights names the tuned ones
+
+
+@dataclass(frozen=True)
+class Weighted:
+    """A cache owner on tuned weights: a prefix computed with one adapter is never found by a call on
+    other weights (the base weights' owner is the session itself, as before adapters existed)."""
+
+    weights: str
+    session: object
+
+
+def owner_of(session, weights: str = BASE):
+    """The cache owner of a call: the session on the base weights, Weighted(weights, session) else."""
+    return session if weights == BASE else Weighted(weights, session)
+
+
+def weights_of(owner) -> str:
+    return owner.weights if isinstance(owner, Weighted) else BASE
+
+
+def _public_of(owner):
+    """The shared prefixes an owner may reuse: PUBLIC on the same weights."""
+    return Weighted(owner.weights, PUBLIC) if isinstance(owner, Weighted) else PUBLIC
+
+
+def _is_public(owner) -> bool:
+    return owner == PUBLIC or (isinstance(owner, Weighted) and owner.session == PUBLIC)
 
 
 class _KVStore:
@@ -337,7 +367,7 @@ class _KVStore:
         self.tokens: dict[object, int] = {}  # per session
 
     def get(self, session, ids) -> _Prefix | None:
-        for key in ((session, ids), (PUBLIC, ids)):
+        for key in ((session, ids), (_public_of(session), ids)):
             if key in self.entries:
                 self.entries.move_to_end(key)
                 return self.entries[key]
@@ -346,9 +376,9 @@ class _KVStore:
     def longest(self, session, ids: tuple[int, ...]) -> tuple[_Prefix | None, int]:
         """The entry of this session (or PUBLIC) sharing the most leading ids, and how many
         (< len(ids): at least one token is left to run, we need its logits)."""
-        best, best_n = None, 0
+        best, best_n, public = None, 0, _public_of(session)
         for (owner, _), entry in self.entries.items():
-            if owner != session and owner != PUBLIC:
+            if owner != session and owner != public:
                 continue
             n, limit = 0, min(len(entry.ids), len(ids) - 1)
             while n < limit and entry.ids[n] == ids[n]:
@@ -364,19 +394,20 @@ class _KVStore:
         self.entries[(session, entry.ids)] = entry
         self.tokens[session] = self.tokens.get(session, 0) + len(entry.ids)
         total, per_session, public = self.caps
-        own_cap = public if session == PUBLIC else per_session
+        own_cap = public if _is_public(session) else per_session
         for key in [k for k in self.entries if k[0] == session]:  # oldest of this session first
             if self.tokens.get(session, 0) <= own_cap or key == (session, entry.ids):
                 break
             self._drop(key)
         while sum(self.tokens.values()) > total:
-            key = next((k for k in self.entries if k[0] != PUBLIC and k != (session, entry.ids)), None)
+            key = next((k for k in self.entries if not _is_public(k[0]) and k != (session, entry.ids)), None)
             if key is None:
                 break
             self._drop(key)
 
     def forget(self, session) -> None:
-        for key in [k for k in self.entries if k[0] == session]:
+        """Drop a session's entries, on every weights."""
+        for key in [k for k in self.entries if k[0] == session or getattr(k[0], "session", None) == session]:
             self._drop(key)
 
     def _drop(self, key) -> None:
@@ -430,6 +461,7 @@ class LanguageModel:
         self._store = _KVStore(total, SESSION_KV_TOKENS, PUBLIC_KV_TOKENS)
         self._hot: _Block | None = None  # the block of the last pass: its rows may continue in place
         self._stops: dict[object, set] = {}  # session → cancel events of its running generations
+        self.adapters = None  # agent.llm.weights.Adapters once load_adapters() found some
         from agent.llm.batching import Batcher
 
         self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC))
@@ -439,7 +471,7 @@ class LanguageModel:
         ids = {self.tokenizer.eos_token_id}
         cfg = self.model.generation_config.eos_token_id if self.model.generation_config else None
         ids.update(cfg if isinstance(cfg, list) else [cfg])
-        for marker in ("<|im_end|>", "<|endoftext|>"):
+        for marker in (END_OF_TURN, "<|endoftext|>"):
             i = self.tokenizer.convert_tokens_to_ids(marker)
             if isinstance(i, int) and self.tokenizer.convert_ids_to_tokens(i) == marker:
                 ids.add(i)
@@ -458,6 +490,30 @@ class LanguageModel:
             "device": self.device,
         }
 
+    @property
+    def weights_choices(self) -> tuple[str, ...]:
+        """The weights a call may ask for: "base", and the tuned ones whose adapter is loaded."""
+        return (BASE, *(self.adapters.loaded if self.adapters is not None else ()))
+
+    def load_adapters(self, log=print) -> tuple[str, ...]:
+        """Load the shipped LoRA adapters (agent.llm.weights) beside the base weights, for the bundled
+        model only (they were trained on it); the weights choices afterwards."""
+        from agent.llm import weights
+
+        if self.name != weights.BASE_MODEL or not weights.available()[1:]:
+            return self.weights_choices
+        with self._forward_lock:
+            self.adapters = weights.load_adapters(self)
+        log(f"Local weights: {', '.join(self.weights_choices)}")
+        return self.weights_choices
+
+    def checked_weights(self, weights: str) -> str:
+        """The weights name if this model has it; ValueError naming the choices otherwise."""
+        if weights not in self.weights_choices:
+            raise ValueError(f"Unknown Local weights {weights!r}: this model offers "
+                             f"{', '.join(self.weights_choices)}.")
+        return weights
+
     def encode(self, text: str) -> list[int]:
         """Text → token ids, without adding special tokens (a chat template writes its own)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -471,7 +527,8 @@ class LanguageModel:
             messages, tokenize=False, add_generation_prompt=add_generation_prompt
         )
 
-    def next_token_logits(self, token_ids: Sequence[int], session=None, cancel=None) -> np.ndarray:
+    def next_token_logits(self, token_ids: Sequence[int], session=None, cancel=None,
+                          weights: str = BASE) -> np.ndarray:
         """(V,) float32 logits z of the token after ``token_ids`` over the whole vocabulary.
 
         A blocking call that goes through the batcher (agent/llm/batching.py): concurrent calls from
@@ -480,18 +537,20 @@ class LanguageModel:
         running Gradio event's session (the resolver app.py installs), else one anonymous cache.
         Appending one token to a known sequence runs one decode step; a branch runs only the
         tokens after the shared prefix. ``cancel()`` true → agent.llm.batching.Cancelled at the next step.
+        ``weights``: "base" or a tuned choice (``weights_choices``); rows on different weights share
+        one pass (agent.llm.weights.Adapters.rows), and their cached prefixes are kept apart.
         """
-        ids, session = self._checked(token_ids), self._session(session)
+        ids, session = self._checked(token_ids), owner_of(self._session(session), self.checked_weights(weights))
         with self._store_lock:
             hit = self._store.get(session, ids)
         if hit is not None:
             return hit.logits
         return self.batcher.submit(session, ids, cancel)
 
-    def share_prefix(self, token_ids: Sequence[int]) -> None:
+    def share_prefix(self, token_ids: Sequence[int], weights: str = BASE) -> None:
         """Cache ``token_ids`` for every session: only for content every visitor already sees
         (the built-in examples, the shipped system prompts), never for what a visitor typed."""
-        self.next_token_logits(token_ids, session=PUBLIC)
+        self.next_token_logits(token_ids, session=PUBLIC, weights=weights)
 
     def forget(self, session) -> None:
         """Drop a session's cached prefixes (a private generation ended, a session expired)."""
@@ -557,7 +616,7 @@ class LanguageModel:
             mask[i, P - p:P + len(x)] = 1
             ids[i, :len(x)] = torch.tensor(x)
         positions = torch.tensor(past).unsqueeze(1) + torch.arange(L).unsqueeze(0)
-        with self._forward_lock, torch.inference_mode():
+        with self._forward_lock, torch.inference_mode(), self._on_weights([weights_of(r.session) for r, _ in rows]):
             cache = self._batch_cache([r for r, _ in rows], P)
             out = self.model.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                                    cache=cache, use_cache=True)
@@ -566,6 +625,12 @@ class LanguageModel:
         layers = out.cache.layers
         block = _Block([la.keys for la in layers], [la.values for la in layers], B, P + L)
         self._store_rows(rows, block, P, logits)
+
+    def _on_weights(self, weights: list[str]):
+        """Row i of the next pass runs on weights[i] (nothing to do without adapters)."""
+        if self.adapters is None:
+            return contextlib.nullcontext()
+        return self.adapters.rows(weights)
 
     def _in_block_order(self, rows: list) -> list:
         """Rows that are exactly the last pass's rows, each one token on, keep the block's order
@@ -729,8 +794,9 @@ class LanguageModel:
         return out.logits[0, -1].float().numpy().copy()
 
 
-def load_model(model: str | None = None, dtype: str = "float32", log=print) -> LanguageModel:
-    """Find, load (and on first use cache) the model. Raises ModelLoadError with what was tried."""
+def load_model(model: str | None = None, dtype: str = "float32", log=print, adapters: bool = True) -> LanguageModel:
+    """Find, load (and on first use cache) the model, with the shipped LoRA adapters where they fit
+    it (``adapters``). Raises ModelLoadError with what was tried."""
     if dtype not in DTYPES:
         raise ModelLoadError(f"--dtype {dtype}: choose one of {', '.join(DTYPES)}.")
     source = resolve_source(model)
@@ -753,4 +819,7 @@ def load_model(model: str | None = None, dtype: str = "float32", log=print) -> L
         import torch
 
         weights = weights.to(torch.bfloat16)
-    return LanguageModel(weights, tokenizer, source, dtype, from_cache)
+    lm = LanguageModel(weights, tokenizer, source, dtype, from_cache)
+    if adapters:
+        lm.load_adapters(log)
+    return lm

@@ -28,6 +28,7 @@ from pathlib import Path
 
 WEIGHTS: tuple[str, ...] = ("base", "trajectory-tuned", "trajectory-tuned without thoughts")
 DEFAULT_WEIGHTS = "trajectory-tuned"
+BASE_MODEL = "SmolLM2-135M-Instruct"  # the model the adapters were trained on (LanguageModel.name)
 ADAPTERS_DIR = Path(__file__).resolve().parents[2] / "assets" / "adapters"
 FOLDERS = {"trajectory-tuned": "trajectory-tuned",  # weights → adapter folder (and peft adapter name)
            "trajectory-tuned without thoughts": "trajectory-tuned-without-thoughts"}
