@@ -88,8 +88,8 @@ def _named(outputs, values) -> dict:
 
 # Events that run the model, by handler name (stable across api_name changes): they share one
 # Gradio concurrency group as wide as the batcher, so concurrent sessions reach it together.
-MODEL_EVENTS = ("on_run", "on_example", "on_step", "on_pick", "on_seed", "on_constraint", "on_apply", "on_next",
-                "on_approve", "on_deny", "on_many", "on_tour")
+MODEL_EVENTS = ("on_run", "on_example", "on_step", "on_pick", "on_seed", "on_weights", "on_constraint", "on_apply",
+                "on_next", "on_approve", "on_deny", "on_many", "on_tour")
 
 
 def handler_name(fn) -> str:

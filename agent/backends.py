@@ -31,11 +31,11 @@ from agent import stops
 from agent.budget import Usage
 from agent.messages import Origin, ToolCall, ToolResultMessage, UserMessage, model_turns
 from agent.settings import Settings  # noqa: F401 (re-exported: `from agent.backends import Settings`)
+from agent.stops import END_OF_TURN
 from agent.template import Fmt, Prompt, render_prompt, stop_sequences
-from agent.turn_grammar import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, turn_grammar
+from agent.turn_grammar import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, react_turn_grammar, turn_grammar
 
 OnToken = Callable[[str], None]
-END_OF_TURN = "<|im_end|>"
 
 
 class BackendError(Exception):
@@ -118,16 +118,18 @@ class LocalBackend:
     ``cancel``: a threading.Event that stops the reply at its next token (the page's Stop sets it;
     so does ``model.stop(session)``). ``session``: whose KV cache the replies reuse — by default
     the session of the event that creates the backend, captured here because the reply may run in
-    another thread, where the event is not known.
+    another thread, where the event is not known. ``weights``: "base" or a trajectory-tuned choice
+    (agent.llm.weights) — the same loop, the same checks, other weights.
     """
 
-    def __init__(self, model, name: str | None = None, cancel=None, session=None):
+    def __init__(self, model, name: str | None = None, cancel=None, session=None, weights: str = "base"):
         from agent.llm.batching import current_session
 
         self.model = model
         self.tokenizer = model.tokenizer
         self.context_window = int(model.context_window)
-        self.name = name or f"local: {model.name}"
+        self.weights = model.checked_weights(weights) if weights != "base" else "base"
+        self.name = name or f"local: {model.name}" + ("" if weights == "base" else f" ({weights})")
         self.cancel = cancel
         self.session = session if session is not None else current_session()
 
@@ -147,7 +149,7 @@ class LocalBackend:
                 self.model, ids, config, np.random.default_rng([settings.seed, len(ids)]),  # same prompt, same draws
                 grammar=grammar, max_new_tokens=settings.max_new_tokens, stop=stream.stops,
                 time_limit=settings.timeout_s, on_token=lambda _id, text: stream.update(text),
-                cancel=self.cancel, session=self.session)
+                cancel=self.cancel, session=self.session, weights=self.weights)
         except (ValueError, RuntimeError) as e:  # a full context window, a refused token, batching.Busy
             raise BackendError(f"{e.__class__.__name__}: {e}") from e
         reason = _FINISH_REASONS.get(out.stop_reason, "stop")
@@ -166,11 +168,10 @@ class LocalBackend:
         Thought / Action {json} / Final Answer format of agent.constraints, which parse_reply reads."""
         if not settings.constrained or not prompt.tools:
             return "", "", None
-        if Fmt(prompt.fmt) == Fmt.REACT_TEXT:
-            from agent.constraints import react_format_grammar
-
-            return "", "", react_format_grammar([t.schema() for t in prompt.tools])
-        return "", TOOL_CALL_CLOSE, turn_grammar(prompt.tools, call_required=not observed(prompt))
+        required = not observed(prompt)
+        if Fmt(prompt.fmt) == Fmt.REACT_TEXT:  # the Action: tool[argument] form its prompt teaches
+            return "", "", react_turn_grammar(prompt.tools, call_required=required)
+        return "", TOOL_CALL_CLOSE, turn_grammar(prompt.tools, call_required=required)
 
 
 def observed(prompt: Prompt) -> bool:

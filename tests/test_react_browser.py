@@ -278,3 +278,24 @@ def test_html_in_a_tool_call_and_its_tool_result_is_shown_as_text_and_never_runs
     assert page.evaluate("() => [window.__p, window.__q]") == [None, None]
     assert page.locator("#react-history img, #react-template img").count() == 0
     assert not page.js_errors
+
+
+def test_a_held_out_question_runs_to_an_answer_through_a_tool_on_tuned_weights(page):
+    """Issues 24 and 23: Local model, Local weights = trajectory-tuned (the default), a typed question
+    with a city no training run showed, Run to end at once (no Reset): the typed question runs and
+    reaches a final answer after a get_weather call whose observation the answer repeats."""
+    open_tab(page)
+    expect(page.get_by_role("combobox", name="Local weights")).to_have_value("trajectory-tuned")
+    choose(page, "Task", "Free text…")
+    choose(page, "Backend", "Local model")
+    choose(page, "Mode", "ReAct")
+    page.get_by_label("Your task").fill("How's the weather in Lisbon today?")
+    expect(page.locator("#react-message")).to_contain_text("starts a new run")
+    page.get_by_role("button", name="Run to end").click()
+    stop = page.locator("#react-stop .rs.done")
+    expect(stop).to_have_attribute("data-stop", "final answer", timeout=180_000)
+    history = page.locator("#react-history").text_content()
+    assert "get_weather" in history and "Lisbon" in history
+    assert "19°C" in stop.text_content()
+    assert "Berlin" not in history  # the typed question ran, not the recording
+    assert not page.js_errors

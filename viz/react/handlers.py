@@ -38,6 +38,8 @@ MAX_SENT_BYTES = 20_000_000  # … or after sending this much HTML, per press
 REDRAW_EVERY_S = 0.1  # Run to end redraws a finished phase at most this often (the last always)
 SETTINGS_HINT = ("Settings apply on Reset (a new run) or on Fork from here (this run, continued "
                  "from the shown state).")
+CHOICE_HINT = "Next or Run to end starts a new run with these choices (or press Reset now)."
+NEW_RUN = "A new run with the controls' choices."
 LINK_CHOICES = {"task": tuple(t for t in TASKS if t != FREE_TEXT), "backend": run.BACKENDS,
                 "react_mode": tuple(run.MODES)}
 
@@ -75,7 +77,7 @@ def settings_hint(p) -> dict:
 
 def on_backend(p, backend, server, url) -> dict:
     """The server row shows for the OpenAI-compatible backend, with the chosen server's models."""
-    out = {p.server_row: gr.Row(visible=backend == run.REMOTE), p.msg: message(SETTINGS_HINT)}
+    out = {p.server_row: gr.Row(visible=backend == run.REMOTE), p.msg: message(CHOICE_HINT)}
     if backend == run.REMOTE and (server or url):
         out.update(on_server(p, server, url))
     return out
@@ -120,7 +122,30 @@ def advance(p, lm, s: Session, show_tokens, phases: int, redraw_every: float = 0
         yield views(p, lm, s, show_tokens)
 
 
-def on_next(p, lm, s: Session, show_tokens):
+def on_choice(p, *values) -> dict:
+    """A run-defining control changed (Your task, Backend, Local weights, Mode, Output format,
+    Constrained): the next Next or Run to end starts a new run with what the controls show."""
+    return {p.pending: values, p.msg: message(CHOICE_HINT)}
+
+
+def fresh(p, lm, s: Session, show_tokens, pending) -> tuple[Session, dict | None]:
+    """The session to step: a new run from `pending` (the controls' values, set by on_choice) when
+    there are some, else `s`; and the views to show when the new run could not start."""
+    if not pending:
+        return s, None
+    try:
+        return keep_exports(run.start(run.checked(lm, Choices(*pending)), s.loaded, s.key), s), None
+    except ValueError as e:
+        return s, failed(p, lm, s, show_tokens, str(e))
+
+
+def on_next(p, lm, s: Session, show_tokens, pending=None):
+    s, refused = fresh(p, lm, s, show_tokens, pending)
+    if refused:
+        yield refused
+        return
+    if pending:
+        yield {**views(p, lm, s, show_tokens, NEW_RUN + weights_note(s)), p.pending: None}
     if s.index < len(s.states) - 1:
         yield views(p, lm, replace(s, index=s.index + 1), show_tokens)
     elif s.state.done:
@@ -135,8 +160,15 @@ def on_next(p, lm, s: Session, show_tokens):
             yield failed(p, lm, s, show_tokens, f"Next failed: {e.__class__.__name__}: {e}")
 
 
-def on_run(p, lm, s: Session, show_tokens):
-    """Run to end, bounded per press in phases, seconds and bytes sent."""
+def on_run(p, lm, s: Session, show_tokens, pending=None):
+    """Run to end, bounded per press in phases, seconds and bytes sent; a new run first when the
+    run-defining controls changed since this one started (on_choice)."""
+    s, refused = fresh(p, lm, s, show_tokens, pending)
+    if refused:
+        yield refused
+        return
+    if pending:
+        yield {**views(p, lm, s, show_tokens, NEW_RUN + weights_note(s)), p.pending: None}
     s = last = replace(s, index=len(s.states) - 1)
     start, sent, why = time.monotonic(), 0, ""
     budget_s = MAX_UPLOADED_RUN_S if run.replays_upload(s) else MAX_RUN_S
@@ -183,8 +215,17 @@ def on_reset(p, lm, s: Session, show_tokens, *values) -> dict:
     except ValueError as e:
         return failed(p, lm, s, show_tokens, str(e))
     mode, fmt = MODE_LABEL[new.state.mode], FMT_LABEL[new.state.fmt]
-    note = f"New run: {new.title} — {new.backend.kind}, {mode} mode, {fmt}."
+    note = f"New run: {new.title} — {new.backend.kind}, {mode} mode, {fmt}." + weights_note(new)
     return {**views(p, lm, keep_exports(new, s), show_tokens, note), p.mode: mode, p.fmt: fmt}
+
+
+def weights_note(s: Session) -> str:
+    """What the Local weights change, said where the run starts."""
+    if s.backend.kind != run.LOCAL or s.backend.weights == "base":
+        return ""
+    return (f" Weights: {s.backend.weights} — the ReAct turn format was trained into them, so the prompt "
+            "carries no exemplars (see the template and the budget); the loop, its step cap and its "
+            "three checks are the same as for the base weights.")
 
 
 def on_fork(p, lm, s: Session, show_tokens, *values) -> dict:

@@ -33,10 +33,11 @@ from agent import loop
 from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
 from agent.context.memory import Memory
 from agent.llm import remote
+from agent.llm.weights import DEFAULT_WEIGHTS
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
 from agent.mcp.client import BUILT_IN
 from agent.messages import SystemMessage
-from agent.parameters import number
+from agent.parameters import SEED_MAX, number
 from agent.recording import RecordedRun, load_run, run_from_dict, shipped_runs, start_state, tools_of
 from agent.sandbox import code_tool_enabled
 from agent.template import Fmt, Mode, system_prompt
@@ -79,7 +80,7 @@ MAX_RUN_BYTES = 2_000_000
 MAX_RUN_REPLIES = 100
 # (low, high, step) of each numeric setting: the sliders' ranges and the server's checks
 LIMITS = {"max_steps": (1, 20, 1), "reply_tokens": (8, 1024, 8), "temperature": (0, 2, 0.05),
-          "top_p": (0.05, 1, 0.01), "seed": (0, 2**31 - 1, 1)}
+          "top_p": (0.05, 1, 0.01), "seed": (0, SEED_MAX, 1)}
 RUN = Settings()  # the run defaults: MAX_STEPS, reply tokens, temperature, top-p, seed
 
 
@@ -94,6 +95,7 @@ class Choices:
     task: str = DEFAULT_TASK
     task_text: str = ""
     backend: str = SCRIPTED
+    weights: str = DEFAULT_WEIGHTS  # "Local weights": the Local model's base or trajectory-tuned weights
     mode: str = "Act"
     fmt: str = "native tool calls"
     constrained: bool = True
@@ -125,6 +127,7 @@ class BackendSpec:
     replies: tuple[BackendReply, ...] = ()
     url: str = ""
     model: str = ""
+    weights: str = "base"  # the Local model's weights (agent.llm.weights)
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class Controls:
     tools_from: str = BUILT_IN
     tool_set: str = rt.DEFAULT_TOOL_SET
     defence: bool = False
+    weights: str = "base"
 
 
 @lru_cache(maxsize=1)
@@ -178,7 +182,8 @@ def recorded_runs() -> dict[str, RecordedRun]:
 def default_choices(lm) -> Choices:
     """The controls as the page starts: the default task's recorded run, its mode and format."""
     run = recorded_runs()[TASKS[DEFAULT_TASK]]
-    return Choices(mode=MODE_LABEL[run.mode], fmt=FMT_LABEL[run.fmt], budget=lm.context_window)
+    weights = DEFAULT_WEIGHTS if DEFAULT_WEIGHTS in lm.weights_choices else "base"
+    return Choices(mode=MODE_LABEL[run.mode], fmt=FMT_LABEL[run.fmt], budget=lm.context_window, weights=weights)
 
 
 def checked_settings(window: int, max_steps, budget, reply_tokens, temperature=0.0, top_p=1.0,
@@ -218,9 +223,21 @@ def checked(lm, c: Choices) -> Controls:
     settings = checked_settings(window, c.max_steps, c.budget, c.reply_tokens, c.temperature,
                                 c.top_p, c.seed, c.constrained)
     settings, memory = rc.checked_context(settings, c)
+    weights = checked_weights(lm, c.weights)
+    if c.backend == LOCAL and weights != "base":
+        settings = replace(settings, few_shot=0)  # the format is in the weights: no exemplars sent
     tools_from, tool_set = rt.checked_source(c.tools_from, c.tool_set)
     return Controls(c.task, text, c.backend, MODES[c.mode], FORMATS[c.fmt], settings, server, model_name,
-                    memory=memory, tools_from=tools_from, tool_set=tool_set, defence=bool(c.defence))
+                    memory=memory, tools_from=tools_from, tool_set=tool_set, defence=bool(c.defence),
+                    weights=weights if c.backend == LOCAL else "base")
+
+
+def checked_weights(lm, weights) -> str:
+    """The "Local weights" choice, or ValueError naming the choices this model offers."""
+    if weights not in lm.weights_choices:
+        raise ValueError(f"Unknown Local weights {str(weights)[:60]!r}: choose one of "
+                         f"{', '.join(lm.weights_choices)}.")
+    return weights
 
 
 def checked_server(c: Choices) -> tuple[str, str]:
@@ -281,7 +298,7 @@ def start(c: Controls, loaded: RecordedRun | None = None, key: str = "") -> Sess
         return with_tools(Session((state,), 0, (), spec, run.title, loaded), c, run, key)
     user_input = run.user_input if run else c.user_input
     state = loop.new_state(user_input, c.mode, c.fmt, c.settings, memory=c.memory)
-    spec = BackendSpec(c.backend, url=c.url, model=c.model)
+    spec = BackendSpec(c.backend, url=c.url, model=c.model, weights=c.weights)
     return with_tools(Session((state,), 0, (), spec, run.title if run else "Your task", loaded),
                       c, run, key)
 
@@ -312,7 +329,7 @@ def fork(s: Session, c: Controls) -> Session:
             raise ValueError("Scripted replay needs a recorded run to replay.")
         spec, mode, fmt = BackendSpec(SCRIPTED, replies), state.mode, state.fmt
     else:
-        spec, mode, fmt = BackendSpec(c.backend, url=c.url, model=c.model), c.mode, c.fmt
+        spec, mode, fmt = BackendSpec(c.backend, url=c.url, model=c.model, weights=c.weights), c.mode, c.fmt
     history = state.history
     if (mode, fmt) != (state.mode, state.fmt) and history and isinstance(history[0], SystemMessage):
         history = (SystemMessage(system_prompt(mode, fmt)),) + history[1:]
@@ -350,7 +367,7 @@ def make_backend(spec: BackendSpec, lm, cancel: threading.Event | None = None):
     if spec.kind == SCRIPTED:
         return ScriptedBackend(spec.replies, lm.tokenizer, lm.context_window)
     if spec.kind == LOCAL:
-        return LocalBackend(lm, cancel=cancel)  # Stop (or a closed page) sets `cancel`
+        return LocalBackend(lm, cancel=cancel, weights=spec.weights)  # Stop (or a closed page) sets `cancel`
     return remote.backend_for(spec.url, spec.model)
 
 

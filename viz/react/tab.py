@@ -45,9 +45,11 @@ class Parts:
     """Every component of the ReAct tab. The run controls carry the names of react_run.Choices."""
 
     sess: gr.State
+    pending: gr.State  # the run-defining controls' values since they changed (handlers.on_choice), else None
     task: gr.Dropdown
     task_text: gr.Textbox
     backend: gr.Dropdown
+    weights: gr.Dropdown
     mode: gr.Dropdown
     fmt: gr.Dropdown
     constrained: gr.Checkbox
@@ -123,7 +125,7 @@ class Parts:
     @property
     def stepped(self) -> list:
         """What every stepping event updates: the session, the views, the scrub slider."""
-        return [self.sess, *self.views, self.scrub, *self.tool_views]
+        return [self.sess, self.pending, *self.views, self.scrub, *self.tool_views]
 
     @property
     def tool_views(self) -> list:
@@ -138,12 +140,14 @@ class Parts:
 
 # --- layout --------------------------------------------------------------------------------------
 
-def _run_controls(d: dict, c: Choices) -> None:
+def _run_controls(d: dict, c: Choices, weights_choices: tuple[str, ...]) -> None:
     with gr.Row(equal_height=True, elem_id="react-controls"):
         d["task"] = gr.Dropdown(list(TASKS), value=c.task, label="Task", scale=4)
         d["task_text"] = gr.Textbox(label="Your task", max_length=run.MAX_TASK_CHARS, scale=3,
                                     visible=False)
         d["backend"] = gr.Dropdown(list(BACKENDS), value=c.backend, label="Backend", scale=2)
+        d["weights"] = gr.Dropdown(list(weights_choices), value=c.weights, label="Local weights", scale=2,
+                                   elem_id="react-weights", min_width=150)
         d["mode"] = gr.Dropdown(list(MODES), value=c.mode, label="Mode", scale=1, min_width=130)
         d["fmt"] = gr.Dropdown(list(FORMATS), value=c.fmt, label="Output format", scale=2)
         d["constrained"] = gr.Checkbox(c.constrained, label="Constrained tool calls", scale=1,
@@ -236,8 +240,9 @@ def layout(lm, first: run.Session) -> Parts:
     """Every component of the tab, laid out, showing the session `first`."""
     c = run.default_choices(lm)
     html = run.html_views(first, lm, False)
-    d: dict = {"sess": gr.State(first, time_to_live=SESSION_TTL_S, delete_callback=tt.ended)}
-    _run_controls(d, c)
+    d: dict = {"sess": gr.State(first, time_to_live=SESSION_TTL_S, delete_callback=tt.ended),
+               "pending": gr.State(None, time_to_live=SESSION_TTL_S)}
+    _run_controls(d, c, lm.weights_choices)
     _buttons(d)
     tt.approval(d)
     _tour(d)
@@ -252,8 +257,9 @@ def layout(lm, first: run.Session) -> Parts:
 def _wire_stepping(p: Parts, lm) -> None:
     quiet = dict(show_progress="hidden")
     shown = [p.sess, p.show_tokens]
-    next_ev = p.next_btn.click(partial(h.on_next, p, lm), shown, p.stepped, api_name="on_next", **quiet)
-    run_ev = p.run_btn.click(partial(h.on_run, p, lm), shown, p.stepped, api_name="on_run", **quiet)
+    stepping = [*shown, p.pending]  # a gr.State: an API caller sends none, the page its own
+    next_ev = p.next_btn.click(partial(h.on_next, p, lm), stepping, p.stepped, api_name="on_next", **quiet)
+    run_ev = p.run_btn.click(partial(h.on_run, p, lm), stepping, p.stepped, api_name="on_run", **quiet)
     p.stop_btn.click(None, None, None, cancels=[next_ev, run_ev]).then(
         partial(h.stopped, p, lm), shown, p.stepped, api_name="stopped", **quiet)
     ctx.wire(p, next_ev, run_ev)
@@ -276,8 +282,11 @@ def _wire_controls(p: Parts, lm) -> None:
                     api_name=False, **quiet)
     for event, api_name in ((p.server.input, "on_server"), (p.url.submit, False)):
         event(partial(h.on_server, p), [p.server, p.url], [p.model_name, p.msg], api_name=api_name, **quiet)
-    for c in (p.mode, p.fmt, p.constrained, p.temperature, p.top_p, p.seed, p.max_steps, p.budget,
-              p.reply_tokens, p.few_shot, p.retrieve, p.memory, p.compact, p.compact_at):
+    for c in (p.task_text, p.backend, p.weights, p.mode, p.fmt, p.constrained):  # what a run is
+        c.input(partial(h.on_choice, p), p.choices, [p.pending, p.msg], api_name=False,
+                trigger_mode="always_last", **quiet)
+    for c in (p.temperature, p.top_p, p.seed, p.max_steps, p.budget, p.reply_tokens, p.few_shot, p.retrieve,
+              p.memory, p.compact, p.compact_at):
         c.input(partial(h.settings_hint, p), None, p.msg, api_name=False, **quiet)
     tour_outs = [p.tour_md, p.tour_at, p.task, p.backend, p.task_text, p.mode, p.fmt, *p.stepped,
                  *ctx.recorded_outputs(p)]

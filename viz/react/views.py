@@ -70,7 +70,11 @@ STOP_WHY = {
     StopReason.CONTEXT_FULL: "before line 3: the prompt plus the reserved reply exceed the budget",
     StopReason.NO_PARSABLE_OUTPUT: "the reply could not be parsed twice in a row",
     StopReason.BACKEND_ERROR: "line 3: the model call failed",
-    StopReason.REPETITION: "the repetition check: the same call with the same arguments a third time",
+    StopReason.REPETITION: "the repetition check: the same call with the same arguments a third time. "
+                           "The harness cannot make a greedy model write something else — its ERROR "
+                           "message after the second call changes the context, rarely the reply (a "
+                           "small model repeated the call 29 times in 114 runs); what it can do is stop "
+                           "the run and say why, as the step cap does",
 }
 RESULT_EVENTS = {
     ResultKind.VALIDATION_ERROR: "validation error: returned to the model as the result",

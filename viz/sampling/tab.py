@@ -28,6 +28,7 @@ import gradio as gr
 from agent import enforcing, sampling, topn
 from agent.constraints import PRESETS, ConstraintViolation, Grammar, GrammarError
 from agent.llm import continuation as cont
+from agent.parameters import SEED_MAX
 from viz import charts, deeplink, position, tour
 
 EXAMPLES = {
@@ -92,6 +93,7 @@ class Controls:
     prompt_string: gr.Code
     mode: gr.Radio
     example: gr.Dropdown
+    weights: gr.Dropdown
     run: gr.Button
     tour_md: gr.Markdown
     tour_prev: gr.Button
@@ -161,7 +163,7 @@ def _whole(name: str, value, low: int, high: int) -> int:
 
 
 def _seed(value) -> int:
-    return _whole("The seed", value, 0, 2**31 - 1)
+    return _whole("The seed", value, 0, SEED_MAX)
 
 
 # ---- what the server sends ----------------------------------------------------------------------
@@ -186,7 +188,7 @@ def failed(ui: Controls, exc) -> dict:
 
 def on_run(lm, ui, prompt, mode, state, seed):
     try:
-        new = cont.start(lm, prompt, mode == PROMPT_MODES[1], _seed(seed), state.grammar)
+        new = cont.start(lm, prompt, mode == PROMPT_MODES[1], _seed(seed), state.grammar, weights=state.weights)
     except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
         return failed(ui, exc)
     note = (
@@ -239,10 +241,20 @@ def on_pick(lm, ui, pick, state, temperature, top_k, top_p, min_p):
 
 def on_seed(lm, ui, seed, state):
     try:
-        new = cont.start(lm, state.prompt, state.chat, _seed(seed), state.grammar)
+        new = cont.start(lm, state.prompt, state.chat, _seed(seed), state.grammar, weights=state.weights)
     except (cont.PromptError, ValueError) as exc:
         return failed(ui, exc)
     return shown(lm, ui, new, f"Seed {new.seed}: the continuation starts again with the same draws.")
+
+
+def on_weights(lm, ui, weights, state):
+    """The same prompt on other weights: how trajectory tuning moved the distribution (e.g. after
+    <tool_call>). The continuation starts again; the sliders stay."""
+    try:
+        new = cont.start(lm, state.prompt, state.chat, state.seed, state.grammar, weights=weights)
+    except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
+        return failed(ui, exc)
+    return shown(lm, ui, new, f"Weights: {new.weights}. The prompt starts again on them.")
 
 
 def _with_grammar(lm, ui, grammar, state):
@@ -321,7 +333,7 @@ def on_tour(lm, ui, delta, tour_at, state, prompt, mode, temperature, top_k, top
         mode = PROMPT_MODES[int(chat)]
     name = settings.get("constraint", NO_CONSTRAINT)
     try:
-        new = cont.start(lm, prompt, mode == PROMPT_MODES[1], state.seed, PRESETS.get(name))
+        new = cont.start(lm, prompt, mode == PROMPT_MODES[1], state.seed, PRESETS.get(name), weights=state.weights)
     except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
         return failed(ui, exc)
     now = dict(zip(SETTINGS, (temperature, top_k, top_p, min_p), strict=True))
@@ -420,8 +432,8 @@ def _use_cases_html() -> str:
     return f'<div class="rl-usecases"><span class="rl-usecases-title">Sampling by use case</span>{buttons}</div>'
 
 
-def _prompt_row(first) -> dict:
-    """One row: Prompt, Run prompt, the mode, the examples (a projector's first screen is short)."""
+def _prompt_row(first, weights_choices: tuple[str, ...]) -> dict:
+    """One row: Prompt, Run prompt, the mode, the examples, the weights (a projector's first screen is short)."""
     with gr.Row(equal_height=False, elem_id="sampling-prompt-row"):
         with gr.Column(scale=5, min_width=240):  # a column each: Gradio would stack adjacent inputs in one form
             prompt = gr.Textbox(label="Prompt", value=first.prompt, lines=1, max_lines=6,
@@ -432,7 +444,10 @@ def _prompt_row(first) -> dict:
             mode = gr.Radio(list(PROMPT_MODES), value=PROMPT_MODES[0], label="Send the prompt as")
         with gr.Column(scale=3, min_width=240):
             example = gr.Dropdown(list(EXAMPLES), value=DEFAULT_EXAMPLE, label="Example prompts")
-    return dict(prompt=prompt, mode=mode, example=example, run=run)
+        with gr.Column(scale=2, min_width=170):
+            weights = gr.Dropdown(list(weights_choices), value=first.weights, label="Local weights",
+                                  elem_id="sampling-weights")
+    return dict(prompt=prompt, mode=mode, example=example, run=run, weights=weights)
 
 
 def _explanations(vocab_size: int) -> None:
@@ -474,7 +489,7 @@ def _settings_column(vocab_size: int) -> dict:
         n_bars = gr.Slider(5, MAX_BARS, value=20, step=1, label="Bars shown", elem_id="sampling-bars")
         axis = gr.Radio(["Linear", "Log"], value="Linear", label="Axis", elem_id="sampling-axis",
                         interactive=True)  # no server listener: the page reads it
-    seed = gr.Number(value=0, precision=0, label="Seed", minimum=0, maximum=2**31 - 1)
+    seed = gr.Number(value=0, precision=0, label="Seed", minimum=0, maximum=SEED_MAX)
     with gr.Row():
         link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")
     link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="sampling-link")
@@ -538,7 +553,7 @@ def layout(lm, first: cont.Continuation, tokens_url: str) -> Controls:
     ttl = SESSION_TTL_S
     parts = dict(state=gr.State(first, time_to_live=ttl), own_state=gr.State(None, time_to_live=ttl),
                  tour_at=gr.State(-1, time_to_live=ttl))
-    parts |= _prompt_row(first)
+    parts |= _prompt_row(first, lm.weights_choices)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=360):
             parts |= _settings_column(lm.vocab_size)
@@ -570,6 +585,7 @@ def wire(lm, ui: Controls) -> None:
         button.click(bind(on_step, action), ui[f"state {settings}"], pos, api_name=action, **hidden)
     ui.pick.change(bind(on_pick), ui[f"pick state {settings}"], pos, api_name="pick", **hidden)
     ui.seed.submit(bind(on_seed), ui["seed state"], pos, api_name="seed")
+    ui.weights.input(bind(on_weights), ui["weights state"], pos, api_name="weights")
     ui.constraint.input(bind(on_constraint), ui["constraint state"], [ui.custom_box, *pos], api_name="constraint")
     ui.apply.click(bind(on_apply), ui["kind source state"], pos, api_name="apply_grammar")
     ui.many_btn.click(bind(on_many), ui[f"n_draws state {settings} n_bars"], [ui.hist, ui.msg], api_name="sample_n")
