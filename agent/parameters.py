@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from numbers import Real
 
+SEED_MAX = 2**31 - 1  # the largest seed any control, link or API call may send
+
 
 def number(value: object, name: str, low: float, high: float, *, integer: bool = False,
            strings: bool = True) -> float | int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from agent.formats import Fmt
 from agent.messages import ToolCall
+from agent.stops import END_OF_TURN
 from agent.tools import TOOLS, Tool, tool_named  # noqa: F401 (TOOLS: doctest)
 
 
@@ -64,7 +65,7 @@ def parse_reply(text: str, fmt: Fmt | str, tools: tuple[Tool, ...] = (), next_id
     ...             TOOLS).tool_calls[0].arguments
     '{"query": "Invisible Cities"}'
     """
-    text = text.split("<|im_end|>")[0]
+    text = text.split(END_OF_TURN)[0]
     if Fmt(fmt) == Fmt.REACT_TEXT:
         return _parse_react(text, tools, next_id)
     return _parse_native(text, next_id)

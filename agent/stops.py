@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+END_OF_TURN = "<|im_end|>"  # ChatML's end of a message: every reply stops here
+
 
 def cut(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     """`text` up to the earliest stop sequence in it, and whether there was one."""

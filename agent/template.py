@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from agent.formats import Fmt, Mode
 from agent.messages import AssistantMessage, Message, Origin, SystemMessage, ToolCall, ToolResultMessage, UserMessage
+from agent.stops import END_OF_TURN
 from agent.tools import TOOLS, Tool, tool_named  # noqa: F401 (TOOLS: doctest)
 
 CATEGORIES = ("system", "tools", "exemplars", "documents", "memory", "user", "thought", "tool_call",
@@ -224,7 +225,7 @@ def supports_tools(tokenizer) -> bool:
 
 def render_chatml(messages: list[dict], add_generation_prompt: bool = True) -> str:
     """The lecture's ChatML, for when no tokenizer is at hand (a scripted or remote backend)."""
-    text = "".join(f"<|im_start|>{m['role']}\n{m['content'] or ''}<|im_end|>\n" for m in messages)
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content'] or ''}{END_OF_TURN}\n" for m in messages)
     return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
 

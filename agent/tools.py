@@ -258,7 +258,7 @@ def tool_named(tools: tuple[Tool, ...], name: str) -> Tool | None:
 
 # --- run_python: the code tool (lecture, "Specific Tools vs. a Code Tool") -----------------------
 
-MAX_CODE_CHARS = 4000  # the same bound as agent.sandbox.MAX_CODE_CHARS (checked in a test)
+MAX_CODE_CHARS = 4000  # the longest code a run_python call may carry (the sandbox checks it again)
 CODE_FUNCTIONS = (get_weather, calculator, search, lookup)  # the specific tools, as functions in the code
 RUN_PYTHON_DESCRIPTION = (
     "Run Python code in a sandbox and return what it prints plus the value of its last expression. "

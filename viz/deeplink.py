@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from agent.parameters import number
+from agent.parameters import SEED_MAX, number
 
 TABS = ("sampling", "react")
 MAX_PROMPT_CHARS = 2_000  # a link stays a link; longer prompts are typed, not linked
@@ -31,12 +31,12 @@ SAMPLING_NUMBERS = {
     "top_k": Number(0, 200, integer=True),
     "top_p": Number(0.05, 1),
     "min_p": Number(0, 1),
-    "seed": Number(0, 2**31 - 1, integer=True),
+    "seed": Number(0, SEED_MAX, integer=True),
 }
 REACT_NUMBERS = {
     "react_temperature": Number(0, 2),
     "react_top_p": Number(0.05, 1),
-    "react_seed": Number(0, 2**31 - 1, integer=True),
+    "react_seed": Number(0, SEED_MAX, integer=True),
     "max_steps": Number(1, 20, integer=True),
 }
 

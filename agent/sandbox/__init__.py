@@ -46,8 +46,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agent.llm.batching import current_session
+from agent.tools import MAX_CODE_CHARS  # the longest code a call may carry (the tool's schema)
 
-MAX_CODE_CHARS = 4000  # the longest code a call may carry (the tool's schema says the same)
 OUTPUT_CHARS = 4000  # what the model reads back, at most (printed output, then the last value)
 MAX_CONCURRENT = max(1, min(4, (os.cpu_count() or 1)))
 PER_SESSION = 1  # calls one visitor's session may run at once (the others' share of the slots)

@@ -27,11 +27,10 @@ import socket
 import sys
 import time
 
+from agent.sandbox import MAX_REPLY, read_bounded
 from agent.sandbox import child as sandbox_child
-from agent.sandbox import read_bounded
 
 MAX_REQUEST = 2**20
-MAX_REPLY = 2**20  # bytes of a child's message, at most
 
 
 def preload() -> None:

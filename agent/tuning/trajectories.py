@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent import loop
-from agent.backends import END_OF_TURN, BackendReply, OnToken, ScriptedBackend
+from agent.backends import BackendReply, OnToken, ScriptedBackend
 from agent.formats import Fmt, Mode
 from agent.messages import AssistantMessage, ResultKind, ToolCall, ToolResultMessage, UserMessage
 from agent.settings import Settings
+from agent.stops import END_OF_TURN
 from agent.template import Prompt, call_text, render_prompt
 from agent.tools import TOOLS
 

@@ -17,6 +17,7 @@ from functools import partial
 import gradio as gr
 
 from agent.llm import continuation, speculative
+from agent.parameters import SEED_MAX
 from agent.sampling import SamplingConfig
 from viz.speculative import views
 
@@ -49,7 +50,7 @@ class Settings:
         if draft not in choices:
             raise ValueError(f"Draft must be one of: {', '.join(choices)}.")
         for name, value, low, high in (("L", layers, 1, n_layers - 1), ("γ", gamma, 1, speculative.MAX_GAMMA),
-                                       ("Seed", seed, 0, 2**31 - 1)):
+                                       ("Seed", seed, 0, SEED_MAX)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
                     or not low <= value <= high:
                 raise ValueError(f"{name} must be a whole number from {low} to {high}, got {value!r}.")
@@ -178,7 +179,7 @@ def layout(tab: Tab) -> tuple[Controls, Views]:
         temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="Temperature")
         top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k")
         top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p")
-        seed = gr.Number(0, precision=0, minimum=0, maximum=2**31 - 1, label="Seed", min_width=100)
+        seed = gr.Number(0, precision=0, minimum=0, maximum=SEED_MAX, label="Seed", min_width=100)
     with gr.Row(equal_height=True):
         round_btn = gr.Button("Draft and verify", variant="primary", elem_id="spec-round-btn")
         tokens = gr.Slider(1, MAX_RUN_TOKENS, value=32, step=1, label="Tokens to run", scale=2)
