@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.llm.weights import ADAPTERS_DIR, FOLDERS  # noqa: E402
-from agent.tuning.trajectories import DATA_DIR, read_jsonl, render_run  # noqa: E402
+from agent.tuning.trajectories import DATA_DIR, encode_run, read_jsonl  # noqa: E402
 
 SEED = 0
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0,
@@ -50,12 +50,8 @@ class Example:
 
 
 def encode(record: dict, tokenizer) -> Example:
-    """Render the run; a token carries the loss when it starts inside a trained span."""
-    text, spans = render_run(record, tokenizer)
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids = enc["input_ids"]
-    labels = [t if any(s <= a < e for s, e in spans) else -100 for t, (a, _) in zip(ids, enc["offset_mapping"],
-                                                                                      strict=True)]
+    """The run as ids and labels (agent.tuning.trajectories.encode_run: loss on the assistant turns)."""
+    ids, labels = encode_run(record, tokenizer)
     return Example(record["id"], tuple(ids), tuple(labels))
 
 

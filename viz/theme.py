@@ -287,6 +287,19 @@ body { font-size: var(--body-text-size); }
   #react-views:not(.rl-desk *) { order: -1; }
   #react-buttons:not(.rl-desk *) button { min-height: 0; padding: 0.25em 0.4em; white-space: nowrap; }
 }
+/* In-context learning vs post-training (viz/react/post_training.py) */
+.pt-comparison { display: flex; flex-wrap: wrap; gap: 1.2em; align-items: flex-start; }
+.pt-ours { flex: 3 1 640px; } .pt-theirs { flex: 1 1 300px; }
+.pt-table, .pt-song { border-collapse: collapse; margin: 0.3em 0 0.8em; font-size: var(--text-md); }
+.pt-table th, .pt-table td, .pt-song th, .pt-song td { border-bottom: 1px solid var(--border-color-primary);
+  padding: 0.15em 0.6em; text-align: right; }
+.pt-table th:first-child, .pt-table td:first-child, .pt-song td:first-child { text-align: left; }
+.pt-meta, .pt-note, .pt-n { font-size: var(--text-sm); opacity: 0.85; }
+.pt-effect { font-weight: 600; }
+.pt-caveat { border-left: 4px solid var(--color-accent); padding: 0.3em 0.8em; margin: 0.6em 0;
+  background: var(--background-fill-secondary); }
+.pt-run-text { font-family: var(--font-mono); font-size: var(--text-sm); }
+.pt-legend { font-size: var(--text-sm); margin: 0.2em 0; }
 /* end ReAct tab */
 /* Lecture mode on a short projector (1280×720): the sliders and the chart's first ten bars on the
    first screen — the prompt row in one line, compact buttons, the colour legend folded away. */

@@ -184,6 +184,20 @@ _HONEST = re.compile(r"\b(no data|not know|don't know|do not know|cannot|can't|u
                      r"not available|doesn't have|does not have|not in)\b", re.I)
 
 
+
+MASKED = -100  # the label of a token that carries no loss (torch's cross-entropy ignore_index)
+
+
+def encode_run(record: dict, tokenizer) -> tuple[list[int], list[int]]:
+    """A run as training sees it: render_run's sequence as token ids, and a label per token — its id
+    when the token starts inside a trained span (an assistant turn with its <|im_end|>), else MASKED."""
+    text, spans = render_run(record, tokenizer)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = list(enc["input_ids"])
+    labels = [t if any(s <= a < e for s, e in spans) else MASKED
+              for t, (a, _) in zip(ids, enc["offset_mapping"], strict=True)]
+    return ids, labels
+
 def _holds(text: str, s: str) -> bool:
     """`s` in `text`, case-blind; a number only as a whole number ("1" is not in "14°C")."""
     if re.fullmatch(r"-?\d+(?:\.\d+)?", s):

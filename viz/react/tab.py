@@ -32,7 +32,7 @@ import gradio as gr
 from agent.llm import remote
 from viz.react import context as ctx
 from viz.react import handlers as h
-from viz.react import run
+from viz.react import post_training, run
 from viz.react import tools_tab as tt
 from viz.react.handlers import LINK_CHOICES  # noqa: F401 (app.py reads it here)
 from viz.react.run import BACKENDS, FORMATS, LIMITS, MODES, TASKS, Choices
@@ -249,6 +249,7 @@ def layout(lm, first: run.Session) -> Parts:
     _views(d, html)
     _settings(d, c, html[4])
     tt.controls(d, c)
+    post_training.build(lm)  # read once at start: no listener
     return Parts(**d)
 
 
