@@ -88,6 +88,7 @@ STEP_BUDGET_TEXT = "stopped: step budget exhausted"
 
 class StopReason(StrEnum):
     FINAL_ANSWER = "final answer"  # a text-only turn (line 5)
+    TOKEN_LIMIT = "token limit"  # a text-only turn that the reply-token limit cut (finish_reason "length")
     FINISH = "finish"  # finish[answer] was called
     STEP_BUDGET = "step budget exhausted"  # line 9
     CONTEXT_FULL = "context window full"
@@ -277,6 +278,10 @@ def interpret(reply: BackendReply, state: State, tools: tuple[Tool, ...]) -> Par
 def _append_response(state: State, reply: BackendReply, parsed: ParsedReply) -> State:
     """Line 4 (append), line 5 (no tool calls → return its text); a parse failure is fed back once."""
     lines = (LINE_FOR_STEP, LINE_CALL_LLM, LINE_APPEND_RESPONSE, LINE_RETURN_TEXT)
+    cut = reply.finish_reason == "length"
+    if parsed.error and cut:  # a call the limit cut off is no malformed call: say which it was
+        parsed = replace(parsed, error=f"{parsed.error} — the reply-token limit cut the reply "
+                                       f"({state.settings.max_new_tokens} tokens)")
     if parsed.error:
         message = AssistantMessage(text=reply.text, thought=parsed.thought)
         state = replace(state, history=state.history + (message,), parse_failures=state.parse_failures + 1)
@@ -289,11 +294,16 @@ def _append_response(state: State, reply: BackendReply, parsed: ParsedReply) -> 
     message = AssistantMessage(parsed.text, parsed.thought, parsed.tool_calls)
     state = replace(state, history=state.history + (message,), parse_failures=0,
                     next_call_number=state.next_call_number + len(parsed.tool_calls))
+    if not parsed.tool_calls and cut:  # the lecture's call-level stop reasons: length is not stop
+        return _stop(state, StopReason.TOKEN_LIMIT, f"stopped: {StopReason.TOKEN_LIMIT}", lines,
+                     note=f"the reply ran to its {state.settings.max_new_tokens}-token limit: cut, not an answer")
     if not parsed.tool_calls:
         return _stop(state, StopReason.FINAL_ANSWER, parsed.text, lines, note="a text-only turn: the answer")
     names = ", ".join(c.name for c in parsed.tool_calls)
+    limit = (f" — the {state.settings.max_new_tokens}-token reply limit cut the reply: its last call may be "
+             "incomplete" if cut else "")
     return replace(state, phase=Phase.EXECUTE, pending=parsed.tool_calls, lines=lines,
-                   note=f"the model requested {len(parsed.tool_calls)} tool call(s): {names}")
+                   note=f"the model requested {len(parsed.tool_calls)} tool call(s): {names}{limit}")
 
 
 def execute(call: ToolCall, tools: tuple[Tool, ...], policy: Policy = DEFAULT_POLICY) -> tuple[ResultKind, str]:

@@ -240,3 +240,18 @@ def test_usage_is_recorded_per_model_call_and_grows():
     final = _run(BERLIN_REPLIES)[-1]
     assert [u.source for u in final.usage] == ["estimate", "estimate"]
     assert final.usage[1].prompt_tokens > final.usage[0].prompt_tokens
+
+
+def test_a_reply_cut_at_the_token_limit_is_never_a_final_answer():
+    """Issue 23: a text-only reply with finish_reason "length" stops as the token limit, not line 5."""
+    cut = BackendReply("Once upon a time, in the", finish_reason="length")
+    final = _run([cut], question="Tell me a story.")[-1]
+    assert final.stop_reason == StopReason.TOKEN_LIMIT and final.stop_reason != StopReason.FINAL_ANSWER
+    assert final.final_answer == "stopped: token limit"
+
+
+def test_a_call_cut_at_the_token_limit_says_so():
+    cut = BackendReply('<tool_call>{"name": "get_weather", "arguments": {"city": "Ber', finish_reason="length")
+    states = _run([cut, *BERLIN_REPLIES])
+    assert any("reply limit cut the reply" in (s.note or "") for s in states)
+    assert states[-1].stop_reason == StopReason.FINAL_ANSWER  # repaired after the validation error

@@ -89,7 +89,9 @@ def test_a_finished_runs_remember_calls_are_kept_once(tab, lm):
     s = replace(first, states=first.states[:-1] + (replace(first.state, stop_reason=StopReason.FINISH),))
     out = ctx.on_ran(p, s, Memory(), None)
     assert out[p.facts_from] is s.states[-1]
-    assert ctx.on_ran(p, s, Memory(), s.states[-1]) == {}
+    again = ctx.on_ran(p, s, Memory(), s.states[-1])
+    assert again == {p.facts_from: s.states[-1]}  # nothing new; never {} (a Gradio error for four outputs)
+    assert ctx.on_ran(p, first, Memory(), None) == {p.facts_from: None}  # the run goes on: unchanged
 
 
 def test_the_compaction_task_brings_its_budget_and_steps_through_compaction(tab, lm):

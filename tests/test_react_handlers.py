@@ -15,7 +15,8 @@ from viz.react import run as react_run
 
 def test_every_run_control_is_a_part_of_the_same_name(tab):
     p, _ = tab
-    assert [c.label for c in p.choices][:5] == ["Task", "Your task", "Backend", "Mode", "Output format"]
+    labels = ["Task", "Your task", "Backend", "Local weights", "Mode", "Output format"]
+    assert [c.label for c in p.choices][:6] == labels
     names = [f for f in react_run.Choices.__dataclass_fields__]
     assert all(getattr(p, n) is c for n, c in zip(names, p.choices, strict=True))
     assert p.choices[names.index("url"):names.index("server") + 1] == [p.url, p.model_name, p.server]

@@ -94,7 +94,7 @@ def on_ran(p, s, m, absorbed) -> dict:
     """After Next or Run to end: a run that has just ended adds its `remember` calls, once."""
     final = s.states[-1]
     if not final.done or final is absorbed:
-        return {}
+        return {p.facts_from: absorbed}  # unchanged; never {} (Gradio reads an empty dict as one value)
     m = m if isinstance(m, Memory) else Memory()
     kept = am.after_run(m, final.history)
     out = {p.facts_from: final}

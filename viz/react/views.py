@@ -70,6 +70,8 @@ STOP_WHY = {
     StopReason.CONTEXT_FULL: "before line 3: the prompt plus the reserved reply exceed the budget",
     StopReason.NO_PARSABLE_OUTPUT: "the reply could not be parsed twice in a row",
     StopReason.BACKEND_ERROR: "line 3: the model call failed",
+    StopReason.TOKEN_LIMIT: "line 3: the reply ran to the reply-token limit (finish_reason length) — cut, "
+                            "so not a final answer; raise Reply tokens or Fork with more",
     StopReason.REPETITION: "the repetition check: the same call with the same arguments a third time. "
                            "The harness cannot make a greedy model write something else — its ERROR "
                            "message after the second call changes the context, rarely the reply (a "
