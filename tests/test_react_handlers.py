@@ -68,3 +68,18 @@ def test_run_to_end_is_bounded_per_press(tab, lm, monkeypatch, limit, value, say
     assert not last.states[-1].done and len(last.states) <= 3
     if limit == "MAX_PHASES":  # the next press continues where this one stopped
         assert list(h.on_run(p, lm, last, False))[-1][p.sess].states[-1].done
+
+
+def test_changed_controls_start_a_new_run_on_next(tab, lm):
+    """Issue 23: what the controls show when Next is pressed is what runs (no Reset needed)."""
+    p, first = tab
+    task = next(t for t in react_run.TASKS if "Paris" in t)
+    pending = tuple(values(react_run.Choices(task=task, budget=8192)))
+    out = h.on_choice(p, *pending)
+    assert out[p.pending] == pending and "starts a new run" in out[p.msg]
+    shown = list(h.on_next(p, lm, first, False, pending))
+    assert shown[0][p.pending] is None and "new run" in shown[0][p.msg]
+    assert "Paris" in shown[-1][p.sess].title and len(shown[-1][p.sess].states) == 2  # line 1 ran
+    bad = pending[:2] + ("No such backend",) + pending[3:]
+    refused = list(h.on_next(p, lm, first, False, bad))
+    assert len(refused) == 1 and "Unknown backend" in refused[0][p.msg] and refused[0][p.sess].states == first.states

@@ -128,24 +128,23 @@ def on_choice(p, *values) -> dict:
     return {p.pending: values, p.msg: message(CHOICE_HINT)}
 
 
-def fresh(p, lm, s: Session, show_tokens, pending) -> tuple[Session, dict | None]:
-    """The session to step: a new run from `pending` (the controls' values, set by on_choice) when
-    there are some, else `s`; and the views to show when the new run could not start."""
+def fresh(p, lm, s: Session, show_tokens, pending) -> tuple[Session | None, list[dict]]:
+    """(the session to step, what to show first): a new run from `pending` (the controls' values,
+    set by on_choice) when there are some, else `s` as it is; None when the new run could not start."""
     if not pending:
-        return s, None
+        return s, []
     try:
-        return keep_exports(run.start(run.checked(lm, Choices(*pending)), s.loaded, s.key), s), None
+        new = keep_exports(run.start(run.checked(lm, Choices(*pending)), s.loaded, s.key), s)
     except ValueError as e:
-        return s, failed(p, lm, s, show_tokens, str(e))
+        return None, [failed(p, lm, s, show_tokens, str(e))]
+    return new, [{**views(p, lm, new, show_tokens, NEW_RUN + weights_note(new)), p.pending: None}]
 
 
 def on_next(p, lm, s: Session, show_tokens, pending=None):
-    s, refused = fresh(p, lm, s, show_tokens, pending)
-    if refused:
-        yield refused
+    s, first = fresh(p, lm, s, show_tokens, pending)
+    yield from first
+    if s is None:
         return
-    if pending:
-        yield {**views(p, lm, s, show_tokens, NEW_RUN + weights_note(s)), p.pending: None}
     if s.index < len(s.states) - 1:
         yield views(p, lm, replace(s, index=s.index + 1), show_tokens)
     elif s.state.done:
@@ -163,12 +162,10 @@ def on_next(p, lm, s: Session, show_tokens, pending=None):
 def on_run(p, lm, s: Session, show_tokens, pending=None):
     """Run to end, bounded per press in phases, seconds and bytes sent; a new run first when the
     run-defining controls changed since this one started (on_choice)."""
-    s, refused = fresh(p, lm, s, show_tokens, pending)
-    if refused:
-        yield refused
+    s, first = fresh(p, lm, s, show_tokens, pending)
+    yield from first
+    if s is None:
         return
-    if pending:
-        yield {**views(p, lm, s, show_tokens, NEW_RUN + weights_note(s)), p.pending: None}
     s = last = replace(s, index=len(s.states) - 1)
     start, sent, why = time.monotonic(), 0, ""
     budget_s = MAX_UPLOADED_RUN_S if run.replays_upload(s) else MAX_RUN_S
