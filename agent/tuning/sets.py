@@ -29,6 +29,11 @@ SEED = 2026
 # subset of ~140k (≤ 10 minutes an adapter at ~237 tokens/s in float32; bf16 autocast is faster).
 TRAIN_COUNTS = {"weather": 44, "unknown_city": 26, "compare": 44, "temp_math": 48, "arithmetic": 44,
                 "two_hop": 40, "search": 14, "no_tool": 10, "repair": 22}
+# Extra training runs from the *_EXTRA_Q phrasings (task_bank): drawn after the split above with their
+# own seeded RNG, so the held-in and held-out sets stay exactly what they were; spread evenly over the
+# extra phrasings (every one occurs).
+EXTRA_TRAIN_COUNTS = {"weather": 74, "unknown_city": 37, "compare": 45, "temp_math": 39, "arithmetic": 39,
+                      "two_hop": 39, "search": 26, "no_tool": 12, "repair": 20}
 HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4, "arithmetic": 4,
                   "two_hop": 4, "search": 2, "no_tool": 3}
 FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
@@ -46,38 +51,46 @@ def _numbers(rng: random.Random) -> dict[str, object]:
             "p": rng.choice((1.2, 2.5, 3, 4.5, 6)), "pct": rng.choice((5, 10, 15, 20, 25, 50))}
 
 
-def candidates(kind: str, split: str, rng: random.Random) -> list[Task]:
-    """Every (template, entities) instance of a kind for a split ("train" or "held_out"), shuffled."""
-    side = 0 if split == "train" else 1
+def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool) -> list[tuple[int, object]]:
+    """(index, phrasing) of a split's templates; the extra ones are numbered after the train ones."""
+    return [(len(bank[0]) + i, q) for i, q in enumerate(extra_bank)] if extra else list(enumerate(bank[side]))
+
+
+def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -> list[Task]:
+    """Every (template, entities) instance of a kind for a split ("train" or "held_out"), shuffled;
+    with `extra`, the training instances of the kind's extra phrasings instead."""
+    side = 0 if split == "train" or extra else 1
     cities = tb.TRAIN_CITIES if side == 0 else tb.HELD_OUT_CITIES
     books = tb.TRAIN_BOOKS if side == 0 else tb.HELD_OUT_BOOKS
     pairs = _pairs(tb.TRAIN_CITIES) if side == 0 else _pairs(tb.TRAIN_CITIES + tb.HELD_OUT_CITIES, tb.HELD_OUT_CITIES)
     out: list[Task] = []
     if kind in ("weather", "unknown_city", "repair"):
         places = (tb.TRAIN_UNKNOWN if side == 0 else tb.HELD_OUT_UNKNOWN) if kind == "unknown_city" else cities
-        for (i, q), c in itertools.product(enumerate(tb.WEATHER_Q[side]), places):
+        for (i, q), c in itertools.product(_bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra), places):
             facts = {"bad": tb.BAD_ARGUMENTS[len(out) % len(tb.BAD_ARGUMENTS)]} if kind == "repair" else {}
             out.append(Task(kind, f"weather/{side}.{i}", (c,), q.format(city=c), facts=facts))
     elif kind in ("compare", "temp_math"):
-        bank = tb.COMPARE_Q if kind == "compare" else tb.TEMP_MATH_Q
-        for (i, (q, how)), (a, b) in itertools.product(enumerate(bank[side]), pairs):
+        bank = (tb.COMPARE_Q, tb.COMPARE_EXTRA_Q) if kind == "compare" else (tb.TEMP_MATH_Q, tb.TEMP_MATH_EXTRA_Q)
+        for (i, (q, how)), (a, b) in itertools.product(_bank(*bank, side, extra), pairs):
             if how == "fahrenheit" and b != a:
                 a, b = (a, b) if a in cities else (b, a)
             key = "lead" if kind == "compare" else "op"
             entities = (a,) if how == "fahrenheit" else (a, b)
             out.append(Task(kind, f"{kind}/{side}.{i}", entities, q.format(a=a, b=b), facts={key: how}))
     elif kind in ("two_hop", "search"):
-        bank = tb.TWO_HOP_Q[side] if kind == "two_hop" else tuple((q, "author") for q in tb.WHO_WROTE_Q[side])
-        for (i, (q, ask)), book in itertools.product(enumerate(bank), books):
+        bank = (_bank(tb.TWO_HOP_Q, tb.TWO_HOP_EXTRA_Q, side, extra) if kind == "two_hop" else
+                [(i, (q, "author")) for i, q in _bank(tb.WHO_WROTE_Q, tb.WHO_WROTE_EXTRA_Q, side, extra)])
+        for (i, (q, ask)), book in itertools.product(bank, books):
             out.append(Task(kind, f"{kind}/{side}.{i}", (book,), q.format(book=book), facts={"ask": ask}))
     elif kind == "arithmetic":
-        for (i, (q, expr, answer)), k in itertools.product(enumerate(tb.ARITHMETIC_Q[side]), range(12)):
+        bank = _bank(tb.ARITHMETIC_Q, tb.ARITHMETIC_EXTRA_Q, side, extra)
+        for (i, (q, expr, answer)), k in itertools.product(bank, range(12)):
             v = _numbers(random.Random(f"{split}-{i}-{k}"))
             entities = tuple(str(v[n]) for n in sorted(v) if f"{{{n}}}" in q)
             facts = {"expression": expr.format(**v), "answer": answer.format(r="{r}", **v)}
             out.append(Task(kind, f"arithmetic/{side}.{i}", entities, q.format(**v), facts=facts))
     elif kind == "no_tool":
-        for i, (q, answer, word) in enumerate(tb.NO_TOOL_Q[side]):
+        for i, (q, answer, word) in _bank(tb.NO_TOOL_Q, tb.NO_TOOL_EXTRA_Q, side, extra):
             out.append(Task(kind, f"no_tool/{side}.{i}", (), q, facts={"answer": answer, "word": word}))
     rng.shuffle(out)
     return [Task(t.kind, t.template, t.entities, t.question, seed=rng.randrange(10**6), facts=t.facts) for t in out]
@@ -90,6 +103,16 @@ def _dedupe(tasks: list[Task]) -> list[Task]:
             seen.add((t.template, t.entities))
             out.append(t)
     return out
+
+
+def _spread(tasks: list[Task]) -> list[Task]:
+    """The tasks round-robin over their templates (each template's first, then each one's second, …)."""
+    rank: dict[str, int] = {}
+    keyed = []
+    for t in tasks:
+        rank[t.template] = rank.get(t.template, -1) + 1
+        keyed.append((rank[t.template], t))
+    return [t for _, t in sorted(keyed, key=lambda kt: kt[0])]
 
 
 def split_tasks(seed: int = SEED) -> dict[str, list[Task]]:
@@ -106,6 +129,9 @@ def split_tasks(seed: int = SEED) -> dict[str, list[Task]]:
     math = _dedupe(candidates("temp_math", "held_out", rng))
     for op, n in (("difference", 3), ("sum", 2), ("average", 3), ("fahrenheit", 3)):
         held_out += [t for t in math if t.facts["op"] == op][:n]
+    extra_rng = random.Random(f"{seed}-extra")  # its own draws: the split above does not move
+    for kind, n in EXTRA_TRAIN_COUNTS.items():
+        train += _spread(_dedupe(candidates(kind, "train", extra_rng, extra=True)))[:n]
     return {"train": train, "held_in": held_in, "held_out": held_out}
 
 

@@ -106,6 +106,101 @@ NO_TOOL_Q = (  # (question, answer, word the answer must hold)
       "an encyclopedia.", "assistant"),
      ("What is the opposite of up?", "The opposite of up is down.", "down"),
      ("Translate 'thank you' into Spanish.", "Thank you in Spanish is gracias.", "gracias")))
+# --- extra TRAINING phrasings (train side only; indexed after each kind's train templates above) ----
+# Casual, indirect and context-laden wordings so a question ABOUT the weather, a comparison, a
+# computation or a book leads to the tool, not one fixed sentence. None equals a held-out phrasing;
+# the lists above stay as they were (the held-in and held-out sets are drawn from them alone).
+WEATHER_EXTRA_Q = (
+    "Planning a picnic in {city} — what's it doing outside?", "{city} weather?", "Is it cold in {city}?",
+    "What should I wear in {city} today?", "How's the weather looking in {city}?",
+    "Is it hot in {city} at the moment?", "What are the conditions like in {city} right now?",
+    "Could you tell me what the weather is in {city}?", "I'm heading out in {city}. Should I bring a jacket?",
+    "Please look up the weather in {city}.", "Is it windy in {city}?", "Is it cloudy in {city} today?",
+    "Any rain in {city} right now?", "How hot is it in {city}?", "How cold is it in {city} at the moment?",
+    "My sister lives in {city}. What's the weather there today?", "Quick question: weather in {city}?",
+    "What's the forecast for {city} right now?", "Tell me how the weather is in {city}.",
+    "Check {city}'s weather, please.", "What's the current temperature in {city}?",
+    "Is today a good day for a walk in {city}?", "Going for a run in {city} later. How's the weather?",
+    "Do you know the weather in {city}?", "What does the sky look like over {city} today?",
+    "Is it nice out in {city}?", "How are things weather-wise in {city}?",
+    "I have a meeting in {city} this afternoon. What's the weather doing there?",
+    "Hey, how's {city} looking weather-wise?", "Find out the weather in {city} for me.",
+    "Is it freezing in {city}?", "weather in {city} now", "temperature {city}",
+    "Should I take sunglasses in {city} today?",
+    "Report the current weather in {city}, please.", "Can you see what it's like outdoors in {city}?")
+COMPARE_EXTRA_Q = (
+    ("Of {a} and {b}, which one is colder today?", "colder"),
+    ("{a} or {b}: where is it warmer at the moment?", "warmer"),
+    ("Is {a} colder than {b} right now?", "colder"), ("Is {a} warmer than {b} today?", "warmer"),
+    ("Where would I be warmer right now, in {a} or in {b}?", "warmer"),
+    ("I can travel to {a} or {b}. Which one is colder right now?", "colder"),
+    ("Which of the two is chillier at the moment, {a} or {b}?", "colder"),
+    ("Which city has the higher temperature, {a} or {b}?", "warmer"),
+    ("Which city has the lower temperature right now, {a} or {b}?", "colder"),
+    ("Give me the weather for both {a} and {b}.", "both"), ("How's the weather in {a} and {b} today?", "both"),
+    ("{a} and {b} — what's the weather in each?", "both"), ("Check the weather in {a}, then in {b}.", "both"),
+    ("Comparing {a} with {b}, which is colder today?", "colder"),
+    ("Is it hotter in {a} or {b} right now?", "warmer"))
+TEMP_MATH_EXTRA_Q = (
+    ("What's the spread between the temperatures in {a} and {b}?", "difference"),
+    ("How far apart are the temperatures of {a} and {b}?", "difference"),
+    ("How big is the temperature difference between {a} and {b} today?", "difference"),
+    ("By how much does {a}'s temperature differ from {b}'s?", "difference"),
+    ("How many degrees separate {a} and {b} right now?", "difference"),
+    ("Subtract the colder temperature from the warmer one for {a} and {b}.", "difference"),
+    ("What do the temperatures in {a} and {b} add up to?", "sum"),
+    ("Give me the combined temperature of {a} and {b}.", "sum"),
+    ("What is {a}'s temperature plus {b}'s temperature?", "sum"),
+    ("Sum up the current temperatures of {a} and {b}.", "sum"),
+    ("Take the temperatures in {a} and {b} and add them together.", "sum"),
+    ("What's the total when you add the temperatures of {a} and {b}?", "sum"))
+ARITHMETIC_EXTRA_Q = (
+    ("Multiply {x} by {n}.", "{x} * {n}", "{x} times {n} is {r}."),
+    ("What is {x} minus {y}?", "{x} - {y}", "{x} minus {y} is {r}."),
+    ("What is {y} squared?", "{y} ** 2", "{y} squared is {r}."),
+    ("How many hours are in {n} days?", "{n} * 24", "There are {r} hours in {n} days."),
+    ("A square has sides of {n} cm. What is its perimeter?", "4 * {n}", "The perimeter is {r} cm."),
+    ("I save {y} euros a week. How much do I have after {n} weeks?", "{y} * {n}",
+     "After {n} weeks you have {r} euros."),
+    ("What is {x} divided by {t}?", "{x} / {t}", "{x} divided by {t} is {r}."),
+    ("A shirt costs {x} euros and is {pct}% off. How much is the discount?", "{x} * {pct} / 100",
+     "The discount is {r} euros."),
+    ("Work out {x} + {y} - {n}.", "{x} + {y} - {n}", "{x} + {y} - {n} = {r}."),
+    ("A car drives at {x} km/h for {t} hours. How far does it go?", "{x} * {t}", "It goes {r} km."),
+    ("There are {n} boxes with {y} pens each. How many pens are there in total?", "{n} * {y}",
+     "There are {r} pens in total."))
+TWO_HOP_EXTRA_Q = (
+    ("Where does the author of {book} come from?", "place"),
+    ("Which town or city was the writer of {book} born in?", "place"),
+    ("Find out where the novelist behind {book} was born.", "place"),
+    ("The person who created {book} — where were they born?", "place"),
+    ("Look up the birthplace of whoever wrote {book}.", "place"),
+    ("In what year was the person behind {book} born?", "year"),
+    ("What is the birth year of the author of {book}?", "year"), ("Which year was {book}'s author born in?", "year"),
+    ("Tell me the year the writer of {book} was born.", "year"),
+    ("Who created {book}, and when was that person born?", "year"),
+    ("Give me the birth year of whoever wrote {book}.", "year"))
+WHO_WROTE_EXTRA_Q = (
+    "Who is {book} by?", "Who's the author of {book}?", "{book} — who wrote it?",
+    "Which author is behind {book}?", "Do you know who wrote {book}?",
+    "Tell me the name of the person who wrote {book}.", "Who penned {book}?", "I'm reading {book}. Who is its author?",
+    "Who was {book} written by?", "Give me the author of {book}.", "Identify the author of {book}.",
+    "Who created the book {book}?")
+NO_TOOL_EXTRA_Q = (
+    ("Hi!", "Hi! How can I help you?", "help"),
+    ("Hey, who am I talking to?", "Hello! I am a helpful assistant. I can look up the weather, compute with a "
+     "calculator and search a small encyclopedia.", "assistant"),
+    ("What are you able to help with?", "I can look up the current weather, compute arithmetic with a calculator "
+     "and search a small encyclopedia.", "weather"),
+    ("Thanks a lot for your help!", "You're welcome!", "welcome"),
+    ("Goodbye!", "Goodbye! Have a nice day.", "goodbye"),
+    ("What is the opposite of big?", "The opposite of big is small.", "small"),
+    ("What is the opposite of day?", "The opposite of day is night.", "night"),
+    ("Translate 'cat' into German.", "Cat in German is Katze.", "katze"),
+    ("Translate 'hello' into Italian.", "Hello in Italian is ciao.", "ciao"),
+    ("How many legs does a spider have?", "A spider has 8 legs.", "8"),
+    ("What colour is the sky on a clear day?", "On a clear day the sky is blue.", "blue"),
+    ("Spell the word sun backwards.", "Backwards, sun is nus.", "nus"))
 BAD_ARGUMENTS = ({"location": "{city}"}, {"town": "{city}"}, {"city_name": "{city}"}, {"place": "{city}"})
 
 
