@@ -5,7 +5,7 @@ projector) — for README and docs/.
 
 Launches the app in this process on a free loopback port, drives it in Debian's headless Chromium
 like a person (Greedy a few times, a constraint on, Next through the Berlin run), and saves:
-docs/{sampling,react,speculative}-tab{,-dark,-1280}.png.
+docs/{sampling,react,speculative,react-tuned,post-training}-tab{,-dark,-1280}.png.
 """
 
 from __future__ import annotations
@@ -54,7 +54,30 @@ def speculative_scene(page) -> None:
     page.wait_for_timeout(500)
 
 
-SCENES = (("sampling", sampling_scene), ("react", react_scene), ("speculative", speculative_scene))
+def tuned_scene(page) -> None:
+    """The live agent: Local model on trajectory-tuned weights, a question it was never shown."""
+    page.get_by_role("tab", name="ReAct loop").click()
+    for label, option in (("Task", "Free text…"), ("Backend", "Local model"), ("Mode", "ReAct")):
+        page.get_by_role("combobox", name=label).click()
+        page.get_by_role("option", name=option).click()
+    page.get_by_label("Your task").fill("How's the weather in Lisbon today?")
+    page.wait_for_timeout(500)
+    page.get_by_role("button", name="Run to end").click()
+    page.locator("#react-stop .rs.done").wait_for(timeout=180_000)
+    page.wait_for_timeout(800)
+
+
+def post_training_scene(page) -> None:
+    """The fold "In-context learning vs post-training", opened and scrolled to."""
+    page.get_by_role("tab", name="ReAct loop").click()
+    page.get_by_text("In-context learning vs post-training").click()
+    page.locator("#pt-comparison").scroll_into_view_if_needed()
+    page.wait_for_timeout(800)
+
+
+SCENES = (("sampling", sampling_scene), ("react", react_scene), ("speculative", speculative_scene),
+          ("react-tuned", tuned_scene), ("post-training", post_training_scene))
+SCROLLED = ("post-training",)  # shot where the scene left the page, not from its top
 VIEWS = ((1920, 1080, False, ""), (1920, 1080, True, "-dark"), (1280, 720, False, "-1280"))
 
 
@@ -83,7 +106,8 @@ def main() -> int:
                     page.get_by_role("button", name="Dark").click()
                 for name, scene in SCENES:
                     scene(page)
-                    page.evaluate("window.scrollTo(0, 0)")
+                    if name not in SCROLLED:
+                        page.evaluate("window.scrollTo(0, 0)")
                     page.wait_for_timeout(300)
                     page.screenshot(path=str(out / f"{name}-tab{suffix}.png"))
                     print(f"wrote docs/{name}-tab{suffix}.png")

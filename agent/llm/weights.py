@@ -71,18 +71,22 @@ class Adapters:
     peft: object  # peft.PeftModel wrapping lm.model (whose layers it changed in place)
     loaded: tuple[str, ...]  # weights names with an adapter in the model
     active: str = "base"
+    applied: str | None = None  # what the layers run now (None: a mixed batch's hooks, or unknown)
 
     def use(self, weights: str) -> None:
         """Every following forward pass of the model runs with these weights."""
         if checked(weights) != "base" and weights not in self.loaded:
             raise ValueError(f"The adapter for {weights!r} is not loaded (missing in {ADAPTERS_DIR}?).")
+        self.active = weights
+        if self.applied == weights:  # every batched pass asks: switching walks ~200 layers
+            return
         lora = self.peft.base_model
         if weights == "base":
             lora.disable_adapter_layers()
         else:
             lora.enable_adapter_layers()
             lora.set_adapter(FOLDERS[weights])
-        self.active = weights
+        self.applied = weights
 
     @contextmanager
     def rows(self, weights: Sequence[str]) -> Iterator[None]:
@@ -98,6 +102,7 @@ class Adapters:
             names = [BASE_ROW if checked(w) == "base" else FOLDERS[w] for w in weights]
             lora = self.peft.base_model
             lora.enable_adapter_layers()
+            self.applied = None
             with lora._enable_peft_forward_hooks(adapter_names=names):
                 yield
         finally:
