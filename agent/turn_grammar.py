@@ -79,8 +79,9 @@ def react_turn_grammar(tools: Sequence[Tool], call_required: bool):
     parameters otherwise — or, once a tool result is in, `Final Answer: …`.
 
     >>> from agent.tools import TOOLS
-    >>> print(react_turn_grammar(TOOLS, True).source.splitlines()[0])
-    start: "Thought: " THOUGHT "\n" "Action: " call
+    >>> react_turn_grammar(TOOLS, True).source.splitlines()[0]
+    'start: "Thought: " THOUGHT "\\\\n" "Action: " call'
+
     """
     from agent.constraints import JSON_FORMAT, Grammar  # llguidance: loaded on first use
 
