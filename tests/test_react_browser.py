@@ -20,9 +20,11 @@ EVIL = '<img src=x onerror="window.__p=1">${window.__q=1}`'
 
 
 # The views' DOM, attributes sorted: Gradio patches a changed view in place, which may reorder the
-# attributes of an element without changing what it is.
+# attributes of an element without changing what it is. Gradio's own status tracker inside a view
+# (the queue position while a model event waits) is left out: it is not the view.
 CANONICAL_JS = """(selector) => {
   const ser = (n) => n.nodeType === 3 ? n.data : n.nodeType !== 1 ? '' :
+    n.getAttribute('data-testid') === 'status-tracker' ? '' :
     '<' + n.tagName + ' ' + [...n.attributes].map((a) => a.name + '=' + a.value).sort().join(' ') +
     '>' + [...n.childNodes].map(ser).join('') + '</' + n.tagName + '>';
   return ser(document.querySelector(selector));

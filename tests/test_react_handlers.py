@@ -74,12 +74,14 @@ def test_changed_controls_start_a_new_run_on_next(tab, lm):
     """Issue 23: what the controls show when Next is pressed is what runs (no Reset needed)."""
     p, first = tab
     task = next(t for t in react_run.TASKS if "Paris" in t)
-    pending = tuple(values(react_run.Choices(task=task, budget=8192)))
-    out = h.on_choice(p, *pending)
-    assert out[p.pending] == pending and "starts a new run" in out[p.msg]
-    shown = list(h.on_next(p, lm, first, False, pending))
+    now = values(react_run.Choices(task=task, budget=8192))
+    out = h.on_choice(p)
+    assert out[p.pending] is True and "starts a new run" in out[p.msg]
+    shown = list(h.on_next(p, lm, first, False, True, *now))
     assert shown[0][p.pending] is None and "new run" in shown[0][p.msg]
     assert "Paris" in shown[-1][p.sess].title and len(shown[-1][p.sess].states) == 2  # line 1 ran
-    bad = pending[:2] + ("No such backend",) + pending[3:]
-    refused = list(h.on_next(p, lm, first, False, bad))
+    unchanged = list(h.on_next(p, lm, first, False, None, *now))  # nothing changed: the run goes on
+    assert unchanged[-1][p.sess].title == first.title
+    bad = now[:2] + ["No such backend"] + now[3:]
+    refused = list(h.on_next(p, lm, first, False, True, *bad))
     assert len(refused) == 1 and "Unknown backend" in refused[0][p.msg] and refused[0][p.sess].states == first.states

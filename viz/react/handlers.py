@@ -122,26 +122,27 @@ def advance(p, lm, s: Session, show_tokens, phases: int, redraw_every: float = 0
         yield views(p, lm, s, show_tokens)
 
 
-def on_choice(p, *values) -> dict:
+def on_choice(p) -> dict:
     """A run-defining control changed (Your task, Backend, Local weights, Mode, Output format,
-    Constrained): the next Next or Run to end starts a new run with what the controls show."""
-    return {p.pending: values, p.msg: message(CHOICE_HINT)}
+    Constrained): the next Next or Run to end starts a new run with what the controls show then."""
+    return {p.pending: True, p.msg: message(CHOICE_HINT)}
 
 
-def fresh(p, lm, s: Session, show_tokens, pending) -> tuple[Session | None, list[dict]]:
-    """(the session to step, what to show first): a new run from `pending` (the controls' values,
-    set by on_choice) when there are some, else `s` as it is; None when the new run could not start."""
-    if not pending:
+def fresh(p, lm, s: Session, show_tokens, pending, values) -> tuple[Session | None, list[dict]]:
+    """(the session to step, what to show first): when a run-defining control changed since the run
+    started (`pending`, set by on_choice), a new run from the controls' `values` as they are at
+    this press; else `s` as it is. None when the new run could not start (the message says why)."""
+    if not pending or not values:
         return s, []
     try:
-        new = keep_exports(run.start(run.checked(lm, Choices(*pending)), s.loaded, s.key), s)
+        new = keep_exports(run.start(run.checked(lm, Choices(*values)), s.loaded, s.key), s)
     except ValueError as e:
         return None, [failed(p, lm, s, show_tokens, str(e))]
     return new, [{**views(p, lm, new, show_tokens, NEW_RUN + weights_note(new)), p.pending: None}]
 
 
-def on_next(p, lm, s: Session, show_tokens, pending=None):
-    s, first = fresh(p, lm, s, show_tokens, pending)
+def on_next(p, lm, s: Session, show_tokens, pending=None, *values):
+    s, first = fresh(p, lm, s, show_tokens, pending, values)
     yield from first
     if s is None:
         return
@@ -159,10 +160,10 @@ def on_next(p, lm, s: Session, show_tokens, pending=None):
             yield failed(p, lm, s, show_tokens, f"Next failed: {e.__class__.__name__}: {e}")
 
 
-def on_run(p, lm, s: Session, show_tokens, pending=None):
+def on_run(p, lm, s: Session, show_tokens, pending=None, *values):
     """Run to end, bounded per press in phases, seconds and bytes sent; a new run first when the
     run-defining controls changed since this one started (on_choice)."""
-    s, first = fresh(p, lm, s, show_tokens, pending)
+    s, first = fresh(p, lm, s, show_tokens, pending, values)
     yield from first
     if s is None:
         return
@@ -213,7 +214,7 @@ def on_reset(p, lm, s: Session, show_tokens, *values) -> dict:
         return failed(p, lm, s, show_tokens, str(e))
     mode, fmt = MODE_LABEL[new.state.mode], FMT_LABEL[new.state.fmt]
     note = f"New run: {new.title} — {new.backend.kind}, {mode} mode, {fmt}." + weights_note(new)
-    return {**views(p, lm, keep_exports(new, s), show_tokens, note), p.mode: mode, p.fmt: fmt}
+    return {**views(p, lm, keep_exports(new, s), show_tokens, note), p.mode: mode, p.fmt: fmt, p.pending: None}
 
 
 def weights_note(s: Session) -> str:
@@ -230,7 +231,8 @@ def on_fork(p, lm, s: Session, show_tokens, *values) -> dict:
         new = run.fork(s, run.checked(lm, Choices(*values)))
     except ValueError as e:
         return failed(p, lm, s, show_tokens, str(e))
-    return views(p, lm, new, show_tokens, f"Forked at state {s.index}: Next continues from here.")
+    return {**views(p, lm, new, show_tokens, f"Forked at state {s.index}: Next continues from here."),
+            p.pending: None}
 
 
 def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
@@ -244,8 +246,8 @@ def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
     free = {p.task_text: gr.Textbox(visible=c.task == FREE_TEXT), **(kept if recorded is not None else {})}
     if c.task == FREE_TEXT:
         hint = "Type your task" + (", choose the Local model or a server," if c.backend == SCRIPTED
-                                   else "") + " then press Reset."
-        return {**free, **views(p, lm, s, show_tokens, hint)}
+                                   else "") + " then press Next or Run to end."
+        return {**free, **views(p, lm, s, show_tokens, hint), p.pending: True}
     return {**free, **task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *_values(c))}
 
 

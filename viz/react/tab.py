@@ -45,7 +45,7 @@ class Parts:
     """Every component of the ReAct tab. The run controls carry the names of react_run.Choices."""
 
     sess: gr.State
-    pending: gr.State  # the run-defining controls' values since they changed (handlers.on_choice), else None
+    pending: gr.State  # True once a run-defining control changed since the run started (handlers.on_choice)
     task: gr.Dropdown
     task_text: gr.Textbox
     backend: gr.Dropdown
@@ -258,7 +258,7 @@ def layout(lm, first: run.Session) -> Parts:
 def _wire_stepping(p: Parts, lm) -> None:
     quiet = dict(show_progress="hidden")
     shown = [p.sess, p.show_tokens]
-    stepping = [*shown, p.pending]  # a gr.State: an API caller sends none, the page its own
+    stepping = [*shown, p.pending, *p.choices]  # pending is a gr.State: an API call never sets it
     next_ev = p.next_btn.click(partial(h.on_next, p, lm), stepping, p.stepped, api_name="on_next", **quiet)
     run_ev = p.run_btn.click(partial(h.on_run, p, lm), stepping, p.stepped, api_name="on_run", **quiet)
     p.stop_btn.click(None, None, None, cancels=[next_ev, run_ev]).then(
@@ -284,7 +284,7 @@ def _wire_controls(p: Parts, lm) -> None:
     for event, api_name in ((p.server.input, "on_server"), (p.url.submit, False)):
         event(partial(h.on_server, p), [p.server, p.url], [p.model_name, p.msg], api_name=api_name, **quiet)
     for c in (p.task_text, p.backend, p.weights, p.mode, p.fmt, p.constrained):  # what a run is
-        c.input(partial(h.on_choice, p), p.choices, [p.pending, p.msg], api_name=False,
+        c.input(partial(h.on_choice, p), None, [p.pending, p.msg], api_name=False,
                 trigger_mode="always_last", **quiet)
     for c in (p.temperature, p.top_p, p.seed, p.max_steps, p.budget, p.reply_tokens, p.few_shot, p.retrieve,
               p.memory, p.compact, p.compact_at):
