@@ -161,7 +161,7 @@ def test_json_tool_call_constraint_greedy_until_it_stops_parses_and_validates(pa
     page.get_by_role("option", name="A tool-call request").click()
     expect(page.locator("#continuation .cprompt")).to_contain_text("Call get_weather with city Berlin.")
     page.get_by_role("combobox", name="Constraint").click()
-    page.get_by_role("option", name="JSON tool call").click()
+    page.get_by_role("option", name="JSON tool call", exact=True).click()
     expect(page.locator("#constraint-readout")).to_contain_text("JSON tool call")
     expect(page.locator("#next-token-chart .ntc")).to_have_class("ntc masked")
     for n in range(1, 80):

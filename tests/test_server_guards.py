@@ -93,8 +93,9 @@ def test_uploads_past_the_limit_get_429_per_client():
         return statuses
 
     guard = app.UploadLimit(inner, per_minute=3)
-    assert asyncio.run(run("10.0.0.1", 5)) == [200, 200, 200, 429, 429]
-    assert asyncio.run(run("10.0.0.2", 1)) == [200]  # another client keeps its own share
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own: the suite may run one in this thread
+        assert pool.submit(asyncio.run, run("10.0.0.1", 5)).result() == [200, 200, 200, 429, 429]
+        assert pool.submit(asyncio.run, run("10.0.0.2", 1)).result() == [200]  # another client's own share
     assert len(seen) == 4
 
 

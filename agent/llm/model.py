@@ -423,7 +423,7 @@ class _KVStore:
 class LanguageModel:
     """A loaded causal LM with its tokenizer and a prefix KV cache. Safe to share across sessions.
 
-    >>> lm = load_model()
+    >>> lm = load_model(log=lambda _: None)
     >>> p = softmax(lm.next_token_logits(lm.encode("The capital of France is")))
     >>> lm.token_strings[int(p.argmax())]
     '␠Paris'
