@@ -63,7 +63,7 @@ def tuned_scene(page) -> None:
     page.get_by_label("Your task").fill("How's the weather in Lisbon today?")
     page.wait_for_timeout(500)
     page.get_by_role("button", name="Run to end").click()
-    page.locator("#react-stop .rs.done").wait_for(timeout=180_000)
+    page.locator("#react-stop .rs.done", has_text="Lisbon").wait_for(timeout=180_000)  # this run's end
     page.wait_for_timeout(800)
 
 
