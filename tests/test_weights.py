@@ -99,3 +99,17 @@ def test_the_tuned_model_calls_the_weather_tool_for_an_unseen_city(lm):
         state = loop.step(state, backend, TOOLS)
     calls = [c for m in state.history for c in getattr(m, "tool_calls", ()) or ()]
     assert calls and calls[0].name == "get_weather" and "Lisbon" in calls[0].arguments
+
+
+@pytest.mark.browser
+def test_weights_through_the_sampling_api_switch_or_get_a_clear_message(app_url):
+    from gradio_client import Client
+
+    from tests.page_api import call, message
+
+    from gradio_client.exceptions import AppError
+
+    client = Client(app_url, verbose=False)
+    with pytest.raises(AppError, match="tuned is not in the list of choices.*trajectory-tuned"):
+        call(client, "/weights", "tuned")  # Gradio's own check of the dropdown, before ours
+    assert "Weights: trajectory-tuned." in message(call(client, "/weights", TUNED))

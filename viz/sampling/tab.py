@@ -432,8 +432,8 @@ def _use_cases_html() -> str:
     return f'<div class="rl-usecases"><span class="rl-usecases-title">Sampling by use case</span>{buttons}</div>'
 
 
-def _prompt_row(first, weights_choices: tuple[str, ...]) -> dict:
-    """One row: Prompt, Run prompt, the mode, the examples, the weights (a projector's first screen is short)."""
+def _prompt_row(first) -> dict:
+    """One row: Prompt, Run prompt, the mode, the examples (a projector's first screen is short)."""
     with gr.Row(equal_height=False, elem_id="sampling-prompt-row"):
         with gr.Column(scale=5, min_width=240):  # a column each: Gradio would stack adjacent inputs in one form
             prompt = gr.Textbox(label="Prompt", value=first.prompt, lines=1, max_lines=6,
@@ -444,10 +444,7 @@ def _prompt_row(first, weights_choices: tuple[str, ...]) -> dict:
             mode = gr.Radio(list(PROMPT_MODES), value=PROMPT_MODES[0], label="Send the prompt as")
         with gr.Column(scale=3, min_width=240):
             example = gr.Dropdown(list(EXAMPLES), value=DEFAULT_EXAMPLE, label="Example prompts")
-        with gr.Column(scale=2, min_width=170):
-            weights = gr.Dropdown(list(weights_choices), value=first.weights, label="Local weights",
-                                  elem_id="sampling-weights")
-    return dict(prompt=prompt, mode=mode, example=example, run=run, weights=weights)
+    return dict(prompt=prompt, mode=mode, example=example, run=run)
 
 
 def _explanations(vocab_size: int) -> None:
@@ -465,7 +462,7 @@ def _explanations(vocab_size: int) -> None:
             gr.Markdown(f"**{label}.** {EXPLAIN[name]}", latex_delimiters=LATEX, elem_classes="explain")
 
 
-def _settings_column(vocab_size: int) -> dict:
+def _settings_column(vocab_size: int, weights_choices: tuple[str, ...], weights: str) -> dict:
     """The sliders first (on a projector's first screen beside the chart), then the presets that
     set them, the tour, the formulas and the rest."""
     temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature")
@@ -473,6 +470,8 @@ def _settings_column(vocab_size: int) -> dict:
     top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p", elem_id="sampling-top-p")
     min_p = gr.Slider(0, 1, value=0.0, step=0.01, label="Min-p", elem_id="sampling-min-p")
     constraint = gr.Dropdown(CONSTRAINT_CHOICES, value=NO_CONSTRAINT, label="Constraint")
+    local_weights = gr.Dropdown(list(weights_choices), value=weights, label="Local weights", elem_id="sampling-weights",
+                                info="trajectory-tuned: see how tuning moved P, e.g. after <tool_call>")
     gr.HTML(_use_cases_html(), elem_id="sampling-presets", js_on_load=PRESETS_JS, css_template=PRESETS_CSS)
     with gr.Accordion("Guided tour (lecture order)", open=False):
         tour_md = gr.Markdown("Press **Next stop** to begin: softmax → temperature → top-k → top-p → "
@@ -494,7 +493,8 @@ def _settings_column(vocab_size: int) -> dict:
         link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")
     link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="sampling-link")
     return dict(tour_md=tour_md, tour_prev=tour_prev, tour_next=tour_next, temperature=temperature, top_k=top_k,
-                top_p=top_p, min_p=min_p, constraint=constraint, custom_box=custom_box, kind=kind, source=source,
+                top_p=top_p, min_p=min_p, constraint=constraint, weights=local_weights, custom_box=custom_box,
+                kind=kind, source=source,
                 apply=apply, n_bars=n_bars, axis=axis, seed=seed, link_btn=link_btn, link_box=link_box)
 
 
@@ -553,10 +553,10 @@ def layout(lm, first: cont.Continuation, tokens_url: str) -> Controls:
     ttl = SESSION_TTL_S
     parts = dict(state=gr.State(first, time_to_live=ttl), own_state=gr.State(None, time_to_live=ttl),
                  tour_at=gr.State(-1, time_to_live=ttl))
-    parts |= _prompt_row(first, lm.weights_choices)
+    parts |= _prompt_row(first)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=360):
-            parts |= _settings_column(lm.vocab_size)
+            parts |= _settings_column(lm.vocab_size, lm.weights_choices, first.weights)
         with gr.Column(scale=7):
             parts |= _views_column(lm, first, tokens_url)
     parts |= _own_numbers(tokens_url)
