@@ -104,10 +104,9 @@ def test_the_tuned_model_calls_the_weather_tool_for_an_unseen_city(lm):
 @pytest.mark.browser
 def test_weights_through_the_sampling_api_switch_or_get_a_clear_message(app_url):
     from gradio_client import Client
+    from gradio_client.exceptions import AppError
 
     from tests.page_api import call, message
-
-    from gradio_client.exceptions import AppError
 
     client = Client(app_url, verbose=False)
     with pytest.raises(AppError, match="tuned is not in the list of choices.*trajectory-tuned"):
