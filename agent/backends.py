@@ -128,7 +128,7 @@ class LocalBackend:
         self.model = model
         self.tokenizer = model.tokenizer
         self.context_window = int(model.context_window)
-        self.weights = model.checked_weights(weights) if weights != "base" else "base"
+        self.weights = model.checked_weights(weights)
         self.name = name or f"local: {model.name}" + ("" if weights == "base" else f" ({weights})")
         self.cancel = cancel
         self.session = session if session is not None else current_session()

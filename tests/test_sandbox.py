@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -233,15 +234,15 @@ def _children() -> set[int]:
         return {int(pid) for pid in f.read().split()}
 
 
-def test_calls_leak_no_file_descriptor_zombie_or_temp_directory():
+def test_calls_leak_no_file_descriptor_zombie_or_temp_directory(tmp_path, monkeypatch):
     run_code("1")
     fds, children = _open_fds(), _children()
-    before = {n for n in os.listdir("/tmp") if n.startswith("react-lab-sandbox-")}
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # this test's own: parallel workers use /tmp too
     for code in ("1", "while True:\n    pass", "x = 'a' * 10**10", "1 / 0"):
         run_code(code, Limits(wall_s=1.0, cpu_s=1, memory_mb=64))
     assert _open_fds() == fds
     assert _children() == children  # the fork server only: the kernel reaps what it forks
-    assert {n for n in os.listdir("/tmp") if n.startswith("react-lab-sandbox-")} == before
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("react-lab-sandbox-")]
 
 
 def test_a_long_value_is_cut():

@@ -53,12 +53,6 @@ class Continuation:
         return self.prompt_ids + self.ids
 
 
-def _logits(lm, c_or_weights, ids) -> np.ndarray:
-    """The next-token logits on the continuation's weights (base calls stay as they were)."""
-    weights = c_or_weights if isinstance(c_or_weights, str) else c_or_weights.weights
-    return lm.next_token_logits(ids) if weights == "base" else lm.next_token_logits(ids, weights=weights)
-
-
 class PromptError(ValueError):
     """A prompt the model cannot continue (empty, ...); the message is for the page."""
 
@@ -102,13 +96,12 @@ def cap_prompt(lm, ids, reserved: int) -> tuple[tuple[int, ...], int]:
 def start(lm, prompt: str, chat: bool, seed: int, grammar=None, weights: str = "base") -> Continuation:
     """A new session on a prompt: tokenize, cut from the left if too long, compute the first step."""
     prompt = clean_prompt(prompt)
-    weights = lm.checked_weights(weights) if weights != "base" else weights
     text = prompt_string(lm, prompt, chat)
     ids = lm.encode(text)
     ids, truncated = cap_prompt(lm, ids, RESERVED_FOR_CONTINUATION)
     c = Continuation(
         prompt=prompt, chat=chat, prompt_text=text, prompt_ids=ids, truncated=truncated, ids=(),
-        chosen_probs=(), logits=_logits(lm, weights, ids), seed=int(seed), draws=0,
+        chosen_probs=(), logits=lm.next_token_logits(ids, weights=weights), seed=int(seed), draws=0,
         u=u_for(seed, 0), finished=False, weights=weights,
     )
     return with_grammar(lm, c, grammar)
@@ -146,7 +139,7 @@ def append(lm, c: Continuation, token: int, prob: float, consume_u: bool) -> Con
     nxt = replace(
         c, ids=ids, chosen_probs=c.chosen_probs + (float(prob),), finished=finished, draws=draws,
         u=u_for(c.seed, draws),
-        logits=c.logits if finished else _logits(lm, c, c.prompt_ids + ids),
+        logits=c.logits if finished else lm.next_token_logits(c.prompt_ids + ids, weights=c.weights),
     )
     return nxt if finished else _remask(lm, nxt)
 
@@ -158,7 +151,7 @@ def back(lm, c: Continuation) -> Continuation:
     ids = c.ids[:-1]
     nxt = replace(
         c, ids=ids, chosen_probs=c.chosen_probs[:-1], finished=False,
-        logits=_logits(lm, c, c.prompt_ids + ids),
+        logits=lm.next_token_logits(c.prompt_ids + ids, weights=c.weights),
     )
     return _remask(lm, nxt)
 

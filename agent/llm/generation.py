@@ -110,8 +110,7 @@ def _generate(lm, prompt_ids, config, rng, grammar, max_new_tokens, stop, time_l
             reason = _why_stopped(start, time_limit)
             break
         try:
-            logits = lm.next_token_logits(list(prompt_ids) + ids, session=key, cancel=stopped,
-                                          **({"weights": weights} if weights != "base" else {}))
+            logits = lm.next_token_logits(list(prompt_ids) + ids, session=key, cancel=stopped, weights=weights)
         except cancelled_error:
             reason = _why_stopped(start, time_limit)
             break

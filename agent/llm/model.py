@@ -17,7 +17,6 @@ the files' sizes and SHA-256; anything else is rebuilt, never loaded.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -28,7 +27,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -629,7 +628,7 @@ class LanguageModel:
     def _on_weights(self, weights: list[str]):
         """Row i of the next pass runs on weights[i] (nothing to do without adapters)."""
         if self.adapters is None:
-            return contextlib.nullcontext()
+            return nullcontext()
         return self.adapters.rows(weights)
 
     def _in_block_order(self, rows: list) -> list:
