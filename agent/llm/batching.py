@@ -214,20 +214,26 @@ class Batcher:
 
     def _pick(self, live: list[Request]) -> tuple[list, list]:
         """Oldest first, one request per session: decode rows within MAX_BATCH/MAX_STEP_TOKENS,
-        prefill rows (chunked) within PREFILL_CHUNK padded new tokens."""
-        decode, prefill, seen = [], [], set()
+        prefill rows (chunked) sharing PREFILL_CHUNK padded new tokens: with k prompts waiting, each
+        advances by at most PREFILL_CHUNK // k tokens, so a short prompt that arrives during a long
+        one's prefill is done in a step or two instead of waiting for the whole long prompt."""
+        decode, prompts, seen = [], [], set()
         for r in live:
             if r.session in seen:
                 continue
             if r.remaining == 1 and self._fits(decode, r, 1, self.max_batch, self.max_step_tokens):
                 decode.append((r, 1))
                 seen.add(r.session)
-            elif r.remaining > 1:
-                n = min(r.remaining, self.prefill_chunk)
-                if not prefill or self._fits(prefill, r, n, self.max_batch, self.max_step_tokens,
-                                             new_budget=self.prefill_chunk):
-                    prefill.append((r, n))
-                    seen.add(r.session)
+            elif r.remaining > 1 and len(prompts) < self.max_batch:
+                prompts.append(r)
+                seen.add(r.session)
+        share = max(1, self.prefill_chunk // max(1, len(prompts)))
+        prefill = []
+        for r in prompts:
+            n = min(r.remaining, share)
+            if not prefill or self._fits(prefill, r, n, self.max_batch, self.max_step_tokens,
+                                         new_budget=self.prefill_chunk):
+                prefill.append((r, n))
         if not decode and not prefill and live:  # never idle: the oldest runs, alone if need be
             r = live[0]
             (decode if r.remaining == 1 else prefill).append((r, min(r.remaining, self.prefill_chunk)))
