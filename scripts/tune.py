@@ -1,10 +1,10 @@
 """Trajectory tuning of the bundled model (lecture, "In-Context Learning vs. Post-Training for ReAct").
 
-    make tune                                            # both adapters, about 15 minutes each
+    make tune                                            # both adapters, about 17 minutes each
     python scripts/tune.py --adapter with-thoughts --max-steps 2 --limit-runs 4 --out /tmp/a
 
 LoRA (peft) on SmolLM2-135M-Instruct: r = 16, alpha 32, on q/k/v/o/gate/up/down; AdamW, lr 6e-4 with
-a short warm-up and a linear decay; batches of 8 runs; two epochs over the versioned runs
+a short warm-up and a linear decay; batches of 8 runs; one epoch over the versioned runs
 (assets/trajectories/train-*.jsonl) in a seeded order. One run is ONE sequence — the prompt of its
 last call + the final reply — rendered exactly as the ReAct tab sends it
 (agent.tuning.trajectories.render_run); the loss is on the assistant turns only, each reply with its
@@ -43,7 +43,7 @@ LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0,
 LR = 6e-4
 WARMUP_STEPS = 10
 BATCH = 8  # runs per step: they share one pass over the common prefix
-EPOCHS = 2
+EPOCHS = 1
 MAX_TOKENS = 10_000_000  # a cap on sequence tokens per adapter (default: no cap at this data size)
 BASE_NAME = "bundled:SmolLM2-135M-Instruct"  # never a hub id: nothing may try to download it
 ADAPTERS = {"with-thoughts": ("trajectory-tuned", "train-with-thoughts.jsonl"),
@@ -213,7 +213,7 @@ def save(model, folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.iterdir() if f.name.startswith("adapter_"))
 
 
-def plot_loss(losses: list[float], title: str, path: Path) -> None:
+def plot_loss(losses: list[float], title: str, path: Path, batch: int = BATCH) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -224,7 +224,7 @@ def plot_loss(losses: list[float], title: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
     ax.plot(range(1, len(losses) + 1), losses, color="#bbb", lw=0.8, label="loss per batch")
     ax.plot(range(1, len(losses) + 1), smooth, color="#c0392b", lw=1.8, label=f"mean of {k}")
-    ax.set(xlabel=f"step (batch of {BATCH} runs)", ylabel="loss on assistant turns", title=title, yscale="log")
+    ax.set(xlabel=f"step (batch of {batch} runs)", ylabel="loss on assistant turns", title=title, yscale="log")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
@@ -259,7 +259,7 @@ def tune_one(adapter: str, args) -> dict:
     record = train(model, prefix, plan, bf16, args.max_steps)
     folder.mkdir(parents=True, exist_ok=True)
     size = save(model, folder)
-    plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png")
+    plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png", args.batch)
     record.update(weights=weights, runs=len(exs), epochs=args.epochs, batch=args.batch, shared_prefix=len(prefix),
                   warmup_steps=WARMUP_STEPS, sequence_tokens=n_tokens, loss_tokens=trained,
                   adapter_bytes=size, bf16=bf16, bf16_timing=timing, lora=LORA, lr=LR, seed=SEED,
