@@ -92,12 +92,12 @@ def test_each_turn_prompt_is_a_prefix_and_only_assistant_turns_carry_the_loss(lm
 
 @pytest.fixture(scope="module")
 def trained_adapter(tmp_path_factory) -> Path:
-    """The training script, 2 steps on 4 runs, into a temporary folder."""
+    """The training script, 2 steps (batches of 2) on 4 runs, into a temporary folder."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import tune
 
     out = tmp_path_factory.mktemp("adapters")
-    assert tune.main(["--adapter", "with-thoughts", "--max-steps", "2", "--limit-runs", "4",
+    assert tune.main(["--adapter", "with-thoughts", "--max-steps", "2", "--limit-runs", "4", "--batch", "2",
                       "--bf16", "off", "--out", str(out)]) == 0
     return out
 
