@@ -45,7 +45,7 @@ bench: setup browser
 # Trajectory tuning (issue 24): two LoRA adapters on the versioned runs, about 11 minutes each
 # on a quiet 2-core CPU; CI never runs it. `make trajectories` regenerates the runs (seeded).
 tune: setup
-	$(BIN)/python scripts/tune.py --adapter both --max-tokens 260000
+	$(BIN)/python scripts/tune.py --adapter both
 
 trajectories: setup
 	$(BIN)/python -m agent.tuning.sets

@@ -1,14 +1,21 @@
 """Trajectory tuning of the bundled model (lecture, "In-Context Learning vs. Post-Training for ReAct").
 
-    make tune                                            # both adapters, about 10 minutes each
+    make tune                                            # both adapters, about 17 minutes each
     python scripts/tune.py --adapter with-thoughts --max-steps 2 --limit-runs 4 --out /tmp/a
 
-LoRA (peft) on SmolLM2-135M-Instruct: r = 16, alpha 32, on q/k/v/o/gate/up/down; AdamW, lr 3e-4;
-batch 1; one epoch over the versioned runs (assets/trajectories/train-*.jsonl) in a seeded order.
-One run is ONE sequence — the prompt of its last call + the final reply — rendered exactly as the
-ReAct tab sends it (agent.tuning.trajectories.render_run); the loss is on the assistant turns only, each
-reply with its <|im_end|>. Writes, per adapter, the peft folder (adapter_model.safetensors +
-adapter_config.json, weights stored as bfloat16), loss.png and training.json.
+LoRA (peft) on SmolLM2-135M-Instruct: r = 16, alpha 32, on q/k/v/o/gate/up/down; AdamW, lr 6e-4 with
+a short warm-up and a linear decay; batches of 8 runs; one epoch over the versioned runs
+(assets/trajectories/train-*.jsonl) in a seeded order. One run is ONE sequence — the prompt of its
+last call + the final reply — rendered exactly as the ReAct tab sends it
+(agent.tuning.trajectories.render_run); the loss is on the assistant turns only, each reply with its
+<|im_end|>. Writes, per adapter, the peft folder (adapter_model.safetensors + adapter_config.json,
+weights stored as bfloat16), loss.png and training.json.
+
+The shared prefix. Every run opens with the same ~510 tokens (the system prompt with the tool
+schemas, no exemplars) and carries no loss there, so a batch runs that prefix ONCE, repeats its
+keys and values over the batch's rows, and runs only each row's own ~150 tokens on top. Gradients
+still flow through the prefix: the loss and every gradient equal those of the rows run whole
+(tests/test_tuning.py checks it), at about a third of the cost.
 
 What it does not know: the app, the batcher, evaluation (bench/bench_tuning.py).
 """
@@ -28,13 +35,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.llm.weights import ADAPTERS_DIR, FOLDERS  # noqa: E402
-from agent.tuning.trajectories import DATA_DIR, encode_run, read_jsonl  # noqa: E402
+from agent.tuning.trajectories import DATA_DIR, MASKED, encode_run, read_jsonl  # noqa: E402
 
 SEED = 0
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
-LR = 3e-4
-MAX_TOKENS = 140_000  # per adapter: ~10 minutes at ~237 tokens/s on the quiet 2-core CPU
+LR = 6e-4
+WARMUP_STEPS = 10
+BATCH = 8  # runs per step: they share one pass over the common prefix
+EPOCHS = 1
+MAX_TOKENS = 10_000_000  # a cap on sequence tokens per adapter (default: no cap at this data size)
 BASE_NAME = "bundled:SmolLM2-135M-Instruct"  # never a hub id: nothing may try to download it
 ADAPTERS = {"with-thoughts": ("trajectory-tuned", "train-with-thoughts.jsonl"),
             "without-thoughts": ("trajectory-tuned without thoughts", "train-without-thoughts.jsonl")}
@@ -85,53 +95,105 @@ def peft_model(lm):
     return model
 
 
-def step_loss(model, ex: Example, bf16: bool):
-    """Forward + backward of one run; its loss (a float)."""
+def shared_prefix(exs: list[Example]) -> tuple[int, ...]:
+    """The longest prefix every run shares and on which no token carries loss (nor the token after
+    it: the prefix's last position predicts it)."""
+    n = min(len(e.input_ids) for e in exs) - 1
+    for e in exs:
+        k = next((i for i in range(n) if e.input_ids[i] != exs[0].input_ids[i] or e.labels[i + 1] != MASKED), n)
+        n = min(n, k)
+    return exs[0].input_ids[:n]
+
+
+def batch_loss(model, prefix: tuple[int, ...], batch: list[Example], bf16: bool, backward: bool = True) -> float:
+    """Forward (+ backward) of a batch of runs over their shared prefix; the mean loss per trained token.
+
+    The prefix runs once; its keys and values are repeated over the rows (autograd follows the
+    repeat, so the prefix's weights get every row's gradient); each row's suffix is right-padded and
+    masked, its padding carries no loss."""
     import torch
 
     causal_lm = model.get_base_model()
-    ids = torch.tensor([ex.input_ids])
-    targets = torch.tensor(ex.labels[1:])
-    keep = (targets != -100).nonzero().squeeze(1)  # the vocabulary head runs only where the loss is taken
+    p, rows = len(prefix), len(batch)
+    width = max(len(e.input_ids) for e in batch) - p
+    ids = torch.zeros((rows, width), dtype=torch.long)
+    labels = torch.full((rows, width), MASKED, dtype=torch.long)
+    mask = torch.zeros((rows, p + width), dtype=torch.long)
+    mask[:, :p] = 1
+    for i, e in enumerate(batch):
+        if e.input_ids[:p] != prefix:
+            raise ValueError(f"run {e.id} does not start with the shared prefix")
+        n = len(e.input_ids) - p
+        ids[i, :n] = torch.tensor(e.input_ids[p:])
+        labels[i, :n] = torch.tensor(e.labels[p:])
+        mask[i, p:p + n] = 1
+    targets = labels[:, 1:]
+    keep = targets != MASKED  # the vocabulary head runs only where the loss is taken
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        hidden = causal_lm.model(input_ids=ids, use_cache=False).last_hidden_state[0, :-1]
+        cache = causal_lm.model(input_ids=torch.tensor([prefix]), use_cache=True).cache
+        cache.batch_repeat_interleave(rows)
+        hidden = causal_lm.model(input_ids=ids, attention_mask=mask, cache=cache,
+                                 use_cache=True).last_hidden_state[:, :-1]
         logits = causal_lm.lm_head(hidden[keep]).float()
     loss = torch.nn.functional.cross_entropy(logits, targets[keep])
-    loss.backward()
+    if backward:
+        loss.backward()
     return float(loss.detach())
 
 
-def time_bf16(model, exs: list[Example], n: int = 5, length: int = 320) -> dict:
-    """tokens/s of n forward+backward passes in float32 and under bf16 autocast (no update), on
-    the last `length` tokens of each run (where the loss is): the float32 passes alone can take
-    minutes on a loaded machine."""
+def batches(exs: list[Example], size: int, seed: int) -> list[list[Example]]:
+    """Batches of `size` runs of similar length (little padding), in a seeded order: the runs are
+    cut into windows of 8 batches, each window sorted by length and cut into batches."""
+    out = []
+    window = 8 * size
+    for w in range(0, len(exs), window):
+        part = sorted(exs[w:w + window], key=lambda e: len(e.input_ids))
+        out += [part[i:i + size] for i in range(0, len(part), size)]
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def time_bf16(model, prefix: tuple[int, ...], exs: list[Example], n: int = 2) -> dict:
+    """tokens/s (sequence tokens, as if each run were run whole) of n batches forward+backward in
+    float32 and under bf16 autocast (no update)."""
     result = {}
-    short = [Example(e.id, e.input_ids[-length:], e.labels[-length:]) for e in exs[:n]]
-    step_loss(model, short[0], False)  # warm-up, not timed
+    sample = batches(exs[: n * BATCH], BATCH, SEED)[:n]
+    batch_loss(model, prefix, sample[0][:2], False)  # warm-up, not timed
     for bf16 in (False, True):
         t, tokens = time.perf_counter(), 0
-        for ex in short:
-            step_loss(model, ex, bf16)
-            tokens += len(ex.input_ids)
+        for b in sample:
+            batch_loss(model, prefix, b, bf16)
+            tokens += sum(len(e.input_ids) for e in b)
         model.zero_grad(set_to_none=True)
         result["bf16" if bf16 else "float32"] = round(tokens / (time.perf_counter() - t), 1)
     return result
 
 
-def train(model, exs: list[Example], bf16: bool, max_steps: int | None, log=print) -> dict:
-    """One epoch at batch 1 (or max_steps); per-step loss, tokens and seconds."""
+def learning_rate(step: int, steps: int) -> float:
+    """A linear warm-up over WARMUP_STEPS, then a linear decay to a tenth of LR at the last step."""
+    if step < WARMUP_STEPS:
+        return LR * (step + 1) / WARMUP_STEPS
+    return LR * (1 - 0.9 * (step - WARMUP_STEPS) / max(1, steps - WARMUP_STEPS))
+
+
+def train(model, prefix: tuple[int, ...], plan: list[list[Example]], bf16: bool, max_steps: int | None,
+          log=print) -> dict:
+    """The planned batches (or the first max_steps); per-step loss, sequence tokens and seconds."""
     import torch
 
+    plan = plan[:max_steps]
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR)
     losses, tokens, t0 = [], 0, time.perf_counter()
-    for i, ex in enumerate(exs[:max_steps]):
-        losses.append(step_loss(model, ex, bf16))
+    for i, batch in enumerate(plan):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(i, len(plan))
+        losses.append(batch_loss(model, prefix, batch, bf16))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        tokens += len(ex.input_ids)
-        if i % 10 == 0 or i == len(exs[:max_steps]) - 1:
+        tokens += sum(len(e.input_ids) for e in batch)
+        if i % 10 == 0 or i == len(plan) - 1:
             rate = tokens / (time.perf_counter() - t0)
-            log(f"  step {i + 1}/{len(exs[:max_steps])}  loss {losses[-1]:.4f}  {rate:.0f} tokens/s")
+            log(f"  step {i + 1}/{len(plan)}  loss {losses[-1]:.4f}  {rate:.0f} sequence tokens/s")
     seconds = time.perf_counter() - t0
     return {"steps": len(losses), "tokens": tokens, "seconds": round(seconds, 1),
             "tokens_per_s": round(tokens / seconds, 1), "losses": [round(x, 5) for x in losses],
@@ -151,7 +213,7 @@ def save(model, folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.iterdir() if f.name.startswith("adapter_"))
 
 
-def plot_loss(losses: list[float], title: str, path: Path) -> None:
+def plot_loss(losses: list[float], title: str, path: Path, batch: int = BATCH) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,9 +222,9 @@ def plot_loss(losses: list[float], title: str, path: Path) -> None:
     k = max(1, len(losses) // 20)
     smooth = [sum(losses[max(0, i - k + 1):i + 1]) / len(losses[max(0, i - k + 1):i + 1]) for i in range(len(losses))]
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
-    ax.plot(range(1, len(losses) + 1), losses, color="#bbb", lw=0.8, label="loss per run")
+    ax.plot(range(1, len(losses) + 1), losses, color="#bbb", lw=0.8, label="loss per batch")
     ax.plot(range(1, len(losses) + 1), smooth, color="#c0392b", lw=1.8, label=f"mean of {k}")
-    ax.set(xlabel="step (one run, batch 1)", ylabel="loss on assistant turns", title=title, yscale="log")
+    ax.set(xlabel=f"step (batch of {batch} runs)", ylabel="loss on assistant turns", title=title, yscale="log")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
@@ -183,19 +245,23 @@ def tune_one(adapter: str, args) -> dict:
     n_tokens = sum(len(e.input_ids) for e in exs)
     trained = sum(1 for e in exs for x in e.labels if x != -100)
     print(f"{weights}: {len(exs)} runs, {n_tokens:,} sequence tokens ({trained:,} with loss)")
+    prefix = shared_prefix(exs)
+    print(f"  shared prefix: {len(prefix)} tokens, run once per batch of {args.batch}")
     torch.manual_seed(SEED)
     model = peft_model(lm)
-    timing = time_bf16(model, exs) if args.bf16 == "auto" else {}
+    timing = time_bf16(model, prefix, exs) if args.bf16 == "auto" else {}
     bf16 = args.bf16 == "on" or (args.bf16 == "auto" and timing["bf16"] > 1.1 * timing["float32"])
     if timing:
         print(f"  bf16 autocast: {timing['bf16']} tokens/s against float32 {timing['float32']} "
               f"(5 steps each) → train in {'bf16' if bf16 else 'float32'}")
-    epochs = [exs] + [random.Random(SEED + k).sample(exs, len(exs)) for k in range(1, args.epochs)]
-    record = train(model, [e for epoch in epochs for e in epoch], bf16, args.max_steps)
+    plan = [b for k in range(args.epochs) for b in batches(random.Random(SEED + k).sample(exs, len(exs)),
+                                                              args.batch, SEED + k)]
+    record = train(model, prefix, plan, bf16, args.max_steps)
     folder.mkdir(parents=True, exist_ok=True)
     size = save(model, folder)
-    plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png")
-    record.update(weights=weights, runs=len(exs), epochs=args.epochs, sequence_tokens=n_tokens, loss_tokens=trained,
+    plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png", args.batch)
+    record.update(weights=weights, runs=len(exs), epochs=args.epochs, batch=args.batch, shared_prefix=len(prefix),
+                  warmup_steps=WARMUP_STEPS, sequence_tokens=n_tokens, loss_tokens=trained,
                   adapter_bytes=size, bf16=bf16, bf16_timing=timing, lora=LORA, lr=LR, seed=SEED,
                   data=str(Path(data)), load_before=[round(x, 2) for x in load_before],
                   load_after=[round(x, 2) for x in os.getloadavg()], torch_threads=torch.get_num_threads())
@@ -209,10 +275,11 @@ def tune_one(adapter: str, args) -> dict:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--adapter", choices=("with-thoughts", "without-thoughts", "both"), default="both")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after N runs (default: one epoch)")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after N batches (default: every epoch)")
     p.add_argument("--limit-runs", type=int, default=None, help="use only the first N runs")
     p.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="cap on sequence tokens per adapter")
-    p.add_argument("--epochs", type=int, default=1, help="passes over the runs (each later one reshuffled)")
+    p.add_argument("--epochs", type=int, default=EPOCHS, help="passes over the runs (each one reshuffled)")
+    p.add_argument("--batch", type=int, default=BATCH, help="runs per step (sharing one prefix pass)")
     p.add_argument("--out", default=str(ADAPTERS_DIR), help="folder of the adapter folders")
     p.add_argument("--data", default=str(DATA_DIR), help="folder of the train-*.jsonl files")
     p.add_argument("--bf16", choices=("auto", "on", "off"), default="auto",

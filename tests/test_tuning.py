@@ -92,12 +92,12 @@ def test_each_turn_prompt_is_a_prefix_and_only_assistant_turns_carry_the_loss(lm
 
 @pytest.fixture(scope="module")
 def trained_adapter(tmp_path_factory) -> Path:
-    """The training script, 2 steps on 4 runs, into a temporary folder."""
+    """The training script, 2 steps (batches of 2) on 4 runs, into a temporary folder."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import tune
 
     out = tmp_path_factory.mktemp("adapters")
-    assert tune.main(["--adapter", "with-thoughts", "--max-steps", "2", "--limit-runs", "4",
+    assert tune.main(["--adapter", "with-thoughts", "--max-steps", "2", "--limit-runs", "4", "--batch", "2",
                       "--bf16", "off", "--out", str(out)]) == 0
     return out
 
@@ -140,3 +140,39 @@ def test_an_adapter_loads_offline_and_changes_the_logits(trained_adapter):
     assert adapters.active == "base"
     with pytest.raises(ValueError, match="not loaded"):
         adapters.use("trajectory-tuned without thoughts")
+
+
+@pytest.mark.model
+def test_a_batch_over_the_shared_prefix_has_the_loss_and_gradients_of_its_runs_run_whole():
+    """scripts/tune.py runs the common prefix once per batch: that must change the cost, never the
+    loss or a gradient (float32, three runs of different lengths, so the padding is exercised)."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import tune
+
+    from agent.llm.model import load_model
+
+    fresh = load_model(log=lambda *_: None, adapters=False)  # peft goes in place: not the session's model
+    exs = [tune.encode(r, fresh.tokenizer) for r in TRAIN[:3]]
+    assert len({len(e.input_ids) for e in exs}) > 1
+    prefix = tune.shared_prefix(exs)
+    assert len(prefix) > 400  # the system prompt with the tool schemas
+    model = tune.peft_model(fresh)
+    lora = [p for p in model.parameters() if p.requires_grad]
+    batched = tune.batch_loss(model, prefix, exs, bf16=False)
+    grads = [p.grad.clone() for p in lora]
+    model.zero_grad(set_to_none=True)
+    causal_lm, total, count = model.get_base_model(), 0.0, 0
+    for e in exs:  # each run whole, no cache; the mean over every trained token of the batch
+        hidden = causal_lm.model(input_ids=torch.tensor([e.input_ids]), use_cache=False).last_hidden_state[0, :-1]
+        targets = torch.tensor(e.labels[1:])
+        keep = targets != -100
+        total = total + torch.nn.functional.cross_entropy(causal_lm.lm_head(hidden[keep]), targets[keep],
+                                                          reduction="sum")
+        count += int(keep.sum())
+    whole = total / count
+    whole.backward()
+    assert abs(batched - float(whole)) < 1e-4
+    assert all(torch.allclose(g, p.grad, rtol=1e-3, atol=1e-6) for g, p in zip(grads, lora, strict=True))
+    assert max(float(g.abs().max()) for g in grads) > 0

@@ -25,15 +25,15 @@ from agent.tuning import task_bank as tb
 from agent.tuning.trajectories import DATA_DIR, Task, oracle_run, write_jsonl
 
 SEED = 2026
-# A pool of ~200k tokens of whole-run sequences with thoughts; scripts/tune.py trains on a seeded
-# subset of ~140k (≤ 10 minutes an adapter at ~237 tokens/s in float32; bf16 autocast is faster).
+# The first round of training runs, drawn with the split (their counts fix which instances are held in).
 TRAIN_COUNTS = {"weather": 44, "unknown_city": 26, "compare": 44, "temp_math": 48, "arithmetic": 44,
                 "two_hop": 40, "search": 14, "no_tool": 10, "repair": 22}
-# Extra training runs from the *_EXTRA_Q phrasings (task_bank): drawn after the split above with their
-# own seeded RNG, so the held-in and held-out sets stay exactly what they were; spread evenly over the
-# extra phrasings (every one occurs).
-EXTRA_TRAIN_COUNTS = {"weather": 74, "unknown_city": 37, "compare": 45, "temp_math": 39, "arithmetic": 39,
-                      "two_hop": 39, "search": 26, "no_tool": 12, "repair": 20}
+# Extra training runs from the *_EXTRA_Q and *_MORE_Q phrasings and the trained one-city
+# compositions (task_bank): drawn after the split with their own seeded RNG, so the held-in and
+# held-out sets stay exactly what they were; spread evenly over the phrasings (every one occurs).
+# About 940 runs in all: one epoch in batches of 8 over a shared prefix fits ~17 minutes an adapter.
+EXTRA_TRAIN_COUNTS = {"weather": 90, "unknown_city": 45, "compare": 90, "temp_math": 120, "arithmetic": 80,
+                      "two_hop": 150, "search": 40, "no_tool": 12, "repair": 20}
 HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4, "arithmetic": 4,
                   "two_hop": 4, "search": 2, "no_tool": 3}
 FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
@@ -51,9 +51,16 @@ def _numbers(rng: random.Random) -> dict[str, object]:
             "p": rng.choice((1.2, 2.5, 3, 4.5, 6)), "pct": rng.choice((5, 10, 15, 20, 25, 50))}
 
 
-def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool) -> list[tuple[int, object]]:
-    """(index, phrasing) of a split's templates; the extra ones are numbered after the train ones."""
-    return [(len(bank[0]) + i, q) for i, q in enumerate(extra_bank)] if extra else list(enumerate(bank[side]))
+MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q, "temp_math": tb.TEMP_MATH_MORE_Q,
+        "arithmetic": tb.ARITHMETIC_MORE_Q, "two_hop": tb.TWO_HOP_MORE_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
+
+
+def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = ()) -> list[tuple[int, object]]:
+    """(index, phrasing) of a split's templates; the extra ones (the *_EXTRA_Q, then the *_MORE_Q of
+    the second round) are numbered after the train ones."""
+    if not extra:
+        return list(enumerate(bank[side]))
+    return [(len(bank[0]) + i, q) for i, q in enumerate(extra_bank + more)]
 
 
 def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -> list[Task]:
@@ -66,24 +73,26 @@ def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -
     out: list[Task] = []
     if kind in ("weather", "unknown_city", "repair"):
         places = (tb.TRAIN_UNKNOWN if side == 0 else tb.HELD_OUT_UNKNOWN) if kind == "unknown_city" else cities
-        for (i, q), c in itertools.product(_bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra), places):
+        bank = _bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra, MORE["weather"])
+        for (i, q), c in itertools.product(bank, places):
             facts = {"bad": tb.BAD_ARGUMENTS[len(out) % len(tb.BAD_ARGUMENTS)]} if kind == "repair" else {}
             out.append(Task(kind, f"weather/{side}.{i}", (c,), q.format(city=c), facts=facts))
     elif kind in ("compare", "temp_math"):
         bank = (tb.COMPARE_Q, tb.COMPARE_EXTRA_Q) if kind == "compare" else (tb.TEMP_MATH_Q, tb.TEMP_MATH_EXTRA_Q)
-        for (i, (q, how)), (a, b) in itertools.product(_bank(*bank, side, extra), pairs):
-            if how == "fahrenheit" and b != a:
+        for (i, (q, how)), (a, b) in itertools.product(_bank(*bank, side, extra, MORE[kind]), pairs):
+            if how in tb.ONE_CITY_OPS and b != a:
                 a, b = (a, b) if a in cities else (b, a)
             key = "lead" if kind == "compare" else "op"
-            entities = (a,) if how == "fahrenheit" else (a, b)
+            entities = (a,) if how in tb.ONE_CITY_OPS else (a, b)
             out.append(Task(kind, f"{kind}/{side}.{i}", entities, q.format(a=a, b=b), facts={key: how}))
     elif kind in ("two_hop", "search"):
-        bank = (_bank(tb.TWO_HOP_Q, tb.TWO_HOP_EXTRA_Q, side, extra) if kind == "two_hop" else
-                [(i, (q, "author")) for i, q in _bank(tb.WHO_WROTE_Q, tb.WHO_WROTE_EXTRA_Q, side, extra)])
+        bank = (_bank(tb.TWO_HOP_Q, tb.TWO_HOP_EXTRA_Q, side, extra, MORE["two_hop"]) if kind == "two_hop" else
+                [(i, (q, "author"))
+                 for i, q in _bank(tb.WHO_WROTE_Q, tb.WHO_WROTE_EXTRA_Q, side, extra, MORE["who_wrote"])])
         for (i, (q, ask)), book in itertools.product(bank, books):
             out.append(Task(kind, f"{kind}/{side}.{i}", (book,), q.format(book=book), facts={"ask": ask}))
     elif kind == "arithmetic":
-        bank = _bank(tb.ARITHMETIC_Q, tb.ARITHMETIC_EXTRA_Q, side, extra)
+        bank = _bank(tb.ARITHMETIC_Q, tb.ARITHMETIC_EXTRA_Q, side, extra, MORE["arithmetic"])
         for (i, (q, expr, answer)), k in itertools.product(bank, range(12)):
             v = _numbers(random.Random(f"{split}-{i}-{k}"))
             entities = tuple(str(v[n]) for n in sorted(v) if f"{{{n}}}" in q)

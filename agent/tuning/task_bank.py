@@ -201,6 +201,73 @@ NO_TOOL_EXTRA_Q = (
     ("How many legs does a spider have?", "A spider has 8 legs.", "8"),
     ("What colour is the sky on a clear day?", "On a clear day the sky is blue.", "blue"),
     ("Spell the word sun backwards.", "Backwards, sun is nus.", "nus"))
+# Compositions on ONE city's temperature: (calculator expression, thought, answer). Fahrenheit is
+# held out (no training run shows it); the others are trained, so the pattern one report → the
+# calculator → the answer is learnt on other operations than the held-out one.
+ONE_CITY_OPS = {
+    "fahrenheit": ("{t} * 9 / 5 + 32", "{city} has {t}°C; in Fahrenheit that is {e}.",
+                   "It is {r}°F in {city} ({t}°C)."),
+    "double": ("{t} * 2", "{city} has {t}°C; I double it with the calculator.",
+               "Double the temperature in {city} is {r}°C ({city} has {t}°C)."),
+    "plus5": ("{t} + 5", "{city} has {t}°C; 5 degrees warmer is {e}.",
+              "Five degrees warmer, {city} would have {r}°C (now {t}°C)."),
+    "below30": ("30 - {t}", "{city} has {t}°C; I compute 30 - {t} with the calculator.",
+                "{city} is {r} degrees below 30°C (it has {t}°C)."),
+    "half": ("{t} / 2", "{city} has {t}°C; I halve it with the calculator.",
+             "Half the temperature in {city} is {r}°C ({city} has {t}°C).")}
+# --- more TRAINING phrasings (second round; train side only, indexed after the *_EXTRA_Q above) ---
+WEATHER_MORE_Q = (
+    "Weather check for {city}, please.", "How's it outside in {city} at the moment?",
+    "What's the weather doing in {city} today?", "Can you tell me if it's warm in {city}?",
+    "I want to know the weather in {city}.", "Look up {city}'s current weather.",
+    "Is it a rainy day in {city}?", "What kind of weather is {city} having?",
+    "Tell me the temperature and conditions in {city}.", "Is it snowing in {city}?")
+COMPARE_MORE_Q = (
+    ("Is the weather warmer in {a} than in {b} right now?", "warmer"),
+    ("Tell me which one is colder, {a} or {b}.", "colder"), ("Compare {a} and {b}: which is warmer?", "warmer"),
+    ("How do {a} and {b} compare weather-wise right now?", "both"), ("Report the weather in {a} and {b}.", "both"),
+    ("I'm choosing between {a} and {b} for a trip. Which one is warmer right now?", "warmer"),
+    ("Which place is colder at the moment: {a} or {b}?", "colder"),
+    ("What are the current conditions in {a} and in {b}?", "both"),
+    ("Where is it less warm today, {a} or {b}?", "colder"), ("Which is the warmer city today, {a} or {b}?", "warmer"))
+TEMP_MATH_MORE_Q = (
+    ("How much colder is {b} than {a} right now?", "difference"),
+    ("What's the difference in temperature between {a} and {b} today?", "difference"),
+    ("Compute the temperature difference of {a} and {b}.", "difference"),
+    ("{a} and {b}: how many degrees is the difference?", "difference"),
+    ("What do you get if you add {a}'s and {b}'s temperatures?", "sum"),
+    ("Add together the temperatures in {a} and {b}.", "sum"), ("What's {a}'s temperature plus {b}'s?", "sum"),
+    ("What is double the temperature in {a}?", "double"), ("Twice the current temperature of {a}?", "double"),
+    ("If it got 5 degrees warmer in {a}, what would the temperature be?", "plus5"),
+    ("What would {a}'s temperature be 5 degrees higher?", "plus5"),
+    ("How many degrees below 30°C is {a} right now?", "below30"),
+    ("How far is {a}'s temperature from 30°C?", "below30"),
+    ("What is half of the temperature in {a}?", "half"), ("Halve the temperature in {a} for me.", "half"))
+ARITHMETIC_MORE_Q = (
+    ("{x} students are split into groups of {n}. How many groups are there?", "{x} / {n}", "There are {r} groups."),
+    ("What is {x} times {y}?", "{x} * {y}", "{x} times {y} is {r}."),
+    ("How many days are in {n} weeks?", "{n} * 7", "There are {r} days in {n} weeks."),
+    ("A bus has {x} seats and {y} are taken. How many are free?", "{x} - {y}", "{r} seats are free."),
+    ("Compute {x} / {n} + {y}.", "{x} / {n} + {y}", "{x} / {n} + {y} = {r}."),
+    ("I bought {n} tickets at {p} euros each. What did I pay?", "{n} * {p}", "You paid {r} euros."),
+    ("What is {x} plus {y}?", "{x} + {y}", "{x} plus {y} is {r}."),
+    ("A tank holds {d} litres and loses {y} litres. How much is left?", "{d} - {y}", "{r} litres are left."),
+    ("How many grams are in {n} kilograms?", "{n} * 1000", "There are {r} grams in {n} kilograms."),
+    ("What is {pct} percent of {d}?", "{d} * {pct} / 100", "{pct} percent of {d} is {r}."))
+TWO_HOP_MORE_Q = (
+    ("I just finished {book}. Where was its author born?", "place"),
+    ("Which country was the author of {book} born in?", "place"), ("{book}'s author was born where?", "place"),
+    ("Find the author of {book}, then tell me where they were born.", "place"),
+    ("Tell me where the author of {book} was born.", "place"),
+    ("Which city was the author of {book} born in?", "place"),
+    ("What is the place of birth of the author of {book}?", "place"),
+    ("Where was {book}'s writer born?", "place"),
+    ("When was the author of {book} born?", "year"), ("Year of birth of the writer of {book}?", "year"),
+    ("Birth year of {book}'s author, please.", "year"), ("The writer of {book} was born in which year?", "year"),
+    ("Search for {book} and tell me the birth year of its author.", "year"),
+    ("In which year was {book}'s novelist born?", "year"))
+WHO_WROTE_MORE_Q = ("Who's the writer of {book}?", "Which novelist wrote {book}?", "Author of {book}?",
+                    "Can you find out who wrote {book}?")
 BAD_ARGUMENTS = ({"location": "{city}"}, {"town": "{city}"}, {"city_name": "{city}"}, {"place": "{city}"})
 
 
@@ -276,8 +343,8 @@ def _compare(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
 
 def _temp_math(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     op = task.facts["op"]
-    if op == "fahrenheit":
-        return _fahrenheit(task, seen, rng)
+    if op in ONE_CITY_OPS:
+        return _one_city(task, seen, rng)
     turn = _both_cities(task, seen, rng)
     if turn is not None:
         return turn
@@ -295,15 +362,16 @@ def _temp_math(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
                         "average": f"The average is {r}°C: {a} has {ta}°C and {b} has {tb}°C."}[op])
 
 
-def _fahrenheit(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
-    city = task.entities[0]
+def _one_city(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    """One city's temperature, then the calculator on it (ONE_CITY_OPS: its expression and answer)."""
+    city, (expression, thought, answer) = task.entities[0], ONE_CITY_OPS[task.facts["op"]]
     if not seen:
         return _weather(task, seen, rng)
+    t = _degrees(seen[0].content)
     if len(seen) == 1:
-        t = _degrees(seen[0].content)
-        return Turn(f"{city} has {t}°C; in Fahrenheit that is {t} * 9 / 5 + 32.",
-                    (("calculator", {"expression": f"{t} * 9 / 5 + 32"}),))
-    return Turn(answer=f"It is {seen[-1].content}°F in {city} ({_degrees(seen[0].content)}°C).")
+        return Turn(thought.format(city=city, t=t, e=expression.format(t=t)),
+                    (("calculator", {"expression": expression.format(t=t)}),))
+    return Turn(answer=answer.format(city=city, t=t, r=seen[-1].content))
 
 
 def _arithmetic(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
