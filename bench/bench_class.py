@@ -1,0 +1,386 @@
+"""Benchmark: a lecture hall on one server (issue 25), with a lean load generator.
+
+    .venv/bin/python bench/bench_class.py                      # 60 students, ~4 minutes
+    .venv/bin/python bench/bench_class.py --students 20 40 60  # how many the two cores hold
+
+Each phase starts `python app.py` once (loopback) and then runs N students at once, each a thread
+that behaves like a person in a lecture, with a think time of 2–5 s between actions:
+  - Sampling students (all but the ReAct and Speculative ones): Run a prompt of their own
+    ("Student i: The capital of <country> is", raw text, seed i), then Sample / Greedy / Back
+    presses. Slider moves cost the server nothing (viz/js/sampling.js redraws in the page), so
+    they are not sent. Each answer is checked: the position's "seed:draws:tokens" has the
+    student's own seed and exactly one token more (Sample, Greedy) or one fewer (Back) than
+    before, so a press that did nothing is an error, not a fast figure.
+  - 10 ReAct students: a typed question on the Local model (default Local weights), Reset, then
+    Next until the run stops; every Next must move the recorded state by exactly one.
+  - 2 Speculative students: Run the speculative decoding of their own prompt; the stats must say
+    tokens were emitted.
+
+The load generator is lean: raw HTTP on http.client — POST /gradio_api/queue/join, then the SSE
+stream of /gradio_api/queue/data until the event's process_completed — and it never decodes a
+payload (the checks are regular expressions over the raw completed line). Its own CPU
+(getrusage) is reported apart from the server's (/proc/PID/stat of the app process).
+
+Reported per phase: per-action latency (median, p95, max; client side: queue + listener +
+transfer), errors (an exception, a timeout, a failed event, a check that failed), leaks (another
+session's seed or prompt in an answer), server CPU seconds, the server's peak memory (VmHWM),
+the load generator's CPU. Figures only, never asserts. Bounded: every request has a timeout,
+each phase a deadline, the server is always stopped. Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import random
+import re
+import resource
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    cpu_seconds,
+    free_port,
+    header,
+    median,
+    ms,
+    p95,
+    print_table,
+    start_app,
+    status_kib,
+    stop_app,
+)
+
+REQUEST_TIMEOUT_S = 120
+THINK_S = (2.0, 5.0)
+PRESSES = 12  # Sample / Greedy / Back presses per Sampling student
+REACT_STUDENTS, SPEC_STUDENTS = 10, 2
+PHASE_DEADLINE_S = 300
+REACT_NEXT_LIMIT = 14
+COUNTRIES = ("France", "Japan", "Italy", "Spain", "Canada", "Egypt", "Kenya", "Peru", "Chile", "Norway",
+             "Poland", "Greece", "Turkey", "India", "China", "Brazil", "Mexico", "Sweden", "Austria", "Portugal")
+QUESTIONS = ("What's the weather in Lisbon?", "Is it warmer in Paris or in Rome?", "What is 17 * 23?",
+             "Who wrote Norwegian Wood?", "What's the weather in Prague?")
+STEP = re.compile(rb'"step":\s*"(\d+):(\d+):(\d+)"')
+STATE = re.compile(rb"Recorded state (\d+) of (\d+)")
+STOP = re.compile(rb'data-stop=\\"([^"\\]+)\\"')
+EMITTED = re.compile(rb"emitted</[^>]+>\s*<[^>]+>(\d+) =")
+ENDED = b"The continuation has ended"
+
+
+class Page:
+    """The app's /config: each endpoint's fn_index and inputs, each component's default and label."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        config = json.loads(request(host, port, "GET", "/config")[1])
+        self.components = {c["id"]: c for c in config["components"]}
+        self.endpoints = {d["api_name"]: d for d in config["dependencies"] if d.get("api_name")}
+
+    def data(self, api_name: str, **by_label) -> tuple[int, list]:
+        """(fn_index, the input values): each input's default, a State as None, `by_label` overrides."""
+        dep = self.endpoints[api_name]
+        values = []
+        for cid in dep["inputs"]:
+            c = self.components[cid]
+            props = c.get("props", {})
+            label = props.get("label")
+            value = None if c.get("type") == "state" else props.get("value")
+            values.append(by_label.get(label, value))
+        return dep["id"], values
+
+
+def request(host: str, port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection(host, port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def call(page: Page, session: str, api_name: str, **by_label) -> bytes:
+    """One event through the queue, as the page sends it; the raw process_completed line.
+    Raises RuntimeError on a refused join, a failed event or a stream that ends without it."""
+    fn_index, data = page.data(api_name, **by_label)
+    body = json.dumps({"data": data, "fn_index": fn_index, "session_hash": session,
+                       "event_data": None, "trigger_id": None}).encode()
+    status, raw = request(page.host, page.port, "POST", "/gradio_api/queue/join", body)
+    if status != 200:
+        raise RuntimeError(f"{api_name}: join answered HTTP {status}: {raw[:200]!r}")
+    event = json.loads(raw)["event_id"].encode()
+    conn = http.client.HTTPConnection(page.host, page.port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("GET", f"/gradio_api/queue/data?session_hash={session}")
+        resp = conn.getresponse()
+        while line := resp.readline():
+            if b'"process_completed"' in line and event in line:
+                if b'"success":true' not in line:
+                    raise RuntimeError(f"{api_name}: the event failed: {line[:300]!r}")
+                return line
+        raise RuntimeError(f"{api_name}: the stream ended before the event completed")
+    finally:
+        conn.close()
+
+
+@dataclass
+class Tally:
+    kind: str
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)
+    actions: int = 0
+
+    def timed(self, page: Page, session: str, api_name: str, **by_label) -> bytes | None:
+        t0 = time.perf_counter()
+        try:
+            line = call(page, session, api_name, **by_label)
+        except Exception as exc:  # noqa: BLE001 — every failure is a finding to report
+            self.errors.append(f"{api_name}: {exc.__class__.__name__}: {str(exc)[:200]}")
+            return None
+        self.latencies.setdefault(api_name, []).append(time.perf_counter() - t0)
+        self.actions += 1
+        return line
+
+
+def think(rng: random.Random, deadline: float) -> bool:
+    time.sleep(rng.uniform(*THINK_S))
+    return time.monotonic() < deadline
+
+
+def sampling_student(page: Page, i: int, tally: Tally, deadline: float) -> None:
+    """Run a prompt, then presses; each answer must be this student's position, one token on/back."""
+    session, rng = uuid.uuid4().hex[:11], random.Random(i)
+    line = tally.timed(page, session, "run_prompt", **{"Prompt": f"Student {i}: The capital of "
+                                                         f"{COUNTRIES[i % len(COUNTRIES)]} is",
+                                                         "Send the prompt as": "Raw text", "Seed": i})
+    tokens = 0
+    if line is None or not check(tally, line, i, 0, "run_prompt"):
+        return
+    for _ in range(PRESSES):
+        if not think(rng, deadline):
+            return
+        action = "back" if tokens and rng.random() < 0.2 else rng.choice(("sample", "greedy"))
+        line = tally.timed(page, session, action)
+        if line is None:
+            return
+        if ENDED in line:  # a sampled end of sequence: nothing added, correct; go back next
+            tokens_now = tokens
+        else:
+            tokens_now = tokens + (-1 if action == "back" else 1)
+            if not check(tally, line, i, tokens_now, action):
+                return
+        tokens = tokens_now
+
+
+def check(tally: Tally, line: bytes, seed: int, tokens: int, action: str) -> bool:
+    m = STEP.search(line)
+    if m is None:
+        tally.errors.append(f"{action}: no position in the answer")
+        return False
+    got = (int(m.group(1)), int(m.group(3)))
+    if got != (seed, tokens):
+        (tally.leaks if got[0] != seed else tally.errors).append(
+            f"{action}: position seed {got[0]} with {got[1]} tokens; expected seed {seed} with {tokens}")
+        return False
+    return True
+
+
+def react_student(page: Page, i: int, tally: Tally, deadline: float) -> None:
+    """A typed question on the Local model: Reset, then Next until the run stops."""
+    session, rng = uuid.uuid4().hex[:11], random.Random(1000 + i)
+    line = tally.timed(page, session, "on_reset", **{"Task": "Free text…", "Your task": QUESTIONS[i % len(QUESTIONS)],
+                                                     "Backend": "Local model"})
+    if line is None:
+        return
+    state = STATE.search(line)
+    index = int(state.group(1)) if state else -1
+    for _ in range(REACT_NEXT_LIMIT):
+        if not think(rng, deadline):
+            return
+        line = tally.timed(page, session, "on_next")
+        if line is None:
+            return
+        state = STATE.search(line)
+        now = int(state.group(1)) if state else -1
+        if now != index + 1:
+            tally.errors.append(f"on_next from recorded state {index}: now {now}")
+            return
+        index = now
+        if STOP.search(line):
+            return
+
+
+def spec_student(page: Page, i: int, tally: Tally, deadline: float) -> None:
+    """Run speculative decoding twice with a think time between; the stats must show tokens emitted."""
+    session, rng = uuid.uuid4().hex[:11], random.Random(2000 + i)
+    for k in range(2):
+        if not think(rng, deadline):
+            return
+        line = tally.timed(page, session, "spec_run", Prompt=f"Student {i} writes a short note about rivers {k}:")
+        if line is None:
+            return
+        emitted = EMITTED.search(line)
+        if not emitted or int(emitted.group(1)) < 1:
+            tally.errors.append("spec_run: the stats show no emitted token")
+            return
+
+
+def phase(page: Page, pid: int, students: int) -> dict:
+    """N students at once; their tallies, server CPU and memory, the generator's CPU."""
+    kinds = ["react"] * min(REACT_STUDENTS, students // 3) + ["spec"] * min(SPEC_STUDENTS, students // 10)
+    kinds += ["sampling"] * (students - len(kinds))
+    deadline = time.monotonic() + PHASE_DEADLINE_S
+    tallies = [Tally(k) for k in kinds]
+    run = {"sampling": sampling_student, "react": react_student, "spec": spec_student}
+    threads = [threading.Thread(target=run[k], args=(page, i, t, deadline), daemon=True)
+               for i, (k, t) in enumerate(zip(kinds, tallies, strict=True))]
+    cpu0, own0, t0 = cpu_seconds(pid), resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    for t in threads:
+        t.start()
+        time.sleep(min(0.15, 8.0 / max(1, students)))  # arrivals spread over a few seconds
+    for t in threads:
+        t.join(timeout=max(1.0, deadline + REQUEST_TIMEOUT_S - time.monotonic()))
+    own1 = resource.getrusage(resource.RUSAGE_SELF)
+    return {"students": students, "tallies": tallies, "wall": time.monotonic() - t0,
+            "server_cpu": cpu_seconds(pid) - cpu0,
+            "generator_cpu": (own1.ru_utime + own1.ru_stime) - (own0.ru_utime + own0.ru_stime),
+            "hwm_kib": status_kib(pid, "VmHWM"), "unfinished": sum(t.is_alive() for t in threads)}
+
+
+def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24) -> dict:
+    """Server CPU per Greedy press that added a token, with `students` pressing at once (issue 25's
+    "1/3 of one student alone" goal). The prompts' runs are outside the measured window."""
+    tallies = [Tally("greedy") for _ in range(students)]
+    sessions = [uuid.uuid4().hex[:11] for _ in range(students)]
+    for i, s in enumerate(sessions):
+        prompt = f"Student {i}: a long story about the history of {COUNTRIES[i % len(COUNTRIES)]} begins with"
+        call(page, s, "run_prompt", **{"Prompt": prompt, "Send the prompt as": "Raw text", "Seed": i})
+    added = [0] * students  # presses that added a token: a no-op press is not timed as work
+
+    def presser(i: int) -> None:
+        for k in range(1, presses + 1):
+            line = tallies[i].timed(page, sessions[i], "greedy")
+            if line is None or ENDED in line or not check(tallies[i], line, i, k, "greedy"):
+                return
+            added[i] += 1
+
+    threads = [threading.Thread(target=presser, args=(i,)) for i in range(students)]
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cpu, wall = cpu_seconds(pid) - cpu0, time.monotonic() - t0
+    latencies = [x for t in tallies for x in t.latencies.get("greedy", [])]
+    return {"students": students, "tokens": sum(added), "cpu_per_token": cpu / max(1, sum(added)),
+            "wall": wall, "median": median(latencies) if latencies else float("nan"),
+            "errors": [e for t in tallies for e in t.errors + t.leaks]}
+
+
+def during_prefill(page: Page, repeats: int = 5) -> dict:
+    """A cheap request (one Greedy press) while another session's long prompt is prefilled: its
+    latency, and how long the long prompt took. Each Greedy must add its token."""
+    long_prompt = " ".join(f"Paragraph {k}: the river flows past the old mill and the bridge." for k in range(150))
+    cheap, probe, longs = Tally("cheap"), uuid.uuid4().hex[:11], []
+    call(page, probe, "run_prompt", **{"Prompt": "Probe: once upon a time", "Send the prompt as": "Raw text",
+                                       "Seed": 7})
+    for k in range(1, repeats + 1):
+        other = Tally("long")
+        t = threading.Thread(target=lambda o=other: o.timed(page, uuid.uuid4().hex[:11], "run_prompt", **{
+            "Prompt": long_prompt[:7900], "Send the prompt as": "Raw text", "Seed": 1}))
+        t.start()
+        time.sleep(0.4)  # the long prefill is under way
+        line = cheap.timed(page, probe, "greedy")
+        t.join()
+        if line is not None and ENDED not in line:
+            check(cheap, line, 7, k, "greedy")
+        longs += other.latencies.get("run_prompt", [])
+        cheap.errors += other.errors
+    return {"cheap": cheap.latencies.get("greedy", []), "long": longs, "errors": cheap.errors + cheap.leaks}
+
+
+def report(result: dict) -> None:
+    tallies = result["tallies"]
+    groups = {"Sample / Greedy / Back": ("sample", "greedy", "back"), "Run prompt": ("run_prompt",),
+              "ReAct Reset": ("on_reset",), "ReAct Next": ("on_next",), "Speculative run": ("spec_run",)}
+    rows = []
+    for name, apis in groups.items():
+        values = [x for t in tallies for a in apis for x in t.latencies.get(a, [])]
+        if values:
+            rows.append([name, len(values), ms(median(values)), ms(p95(values)), ms(max(values))])
+    n = result["students"]
+    print_table(f"{n} students ({sum(t.kind == 'react' for t in tallies)} ReAct on the Local model, "
+                f"{sum(t.kind == 'spec' for t in tallies)} Speculative)", ["action", "n", "median", "p95", "max"], rows)
+    errors = [e for t in tallies for e in t.errors]
+    leaks = [e for t in tallies for e in t.leaks]
+    actions = sum(t.actions for t in tallies)
+    print(f"actions {actions}, errors {len(errors)}, leaks {len(leaks)}, unfinished students {result['unfinished']}, "
+          f"wall {result['wall']:.0f} s")
+    per_action = result["server_cpu"] / max(1, actions) * 1000
+    print(f"server CPU {result['server_cpu']:.1f} s ({per_action:.0f} ms per action), "
+          f"peak memory {result['hwm_kib'] / 1024:.0f} MiB; load generator CPU {result['generator_cpu']:.1f} s")
+    for e in (errors + leaks)[:8]:
+        print("  ", e)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--students", type=int, nargs="+", default=[60], help="students per phase (default 60)")
+    p.add_argument("--greedy", type=int, nargs="*", default=[1, 8],
+                   help="also: server CPU per Greedy press with these many students pressing at once")
+    args = p.parse_args(argv)
+    header("A lecture hall on one server (bench/bench_class.py)")
+    if args.greedy:
+        port = free_port()
+        log = Path(tempfile.mkdtemp(prefix="class-")) / "app.log"
+        proc = start_app(port, log)
+        try:
+            page = Page("127.0.0.1", port)
+            rows = []
+            for n in args.greedy:
+                r = greedy_cpu(page, proc.pid, n)
+                rows.append([n, r["tokens"], ms(r["cpu_per_token"]), ms(r["median"]), f"{r['wall']:.1f} s",
+                             len(r["errors"])])
+                for e in r["errors"][:3]:
+                    print("  ", e)
+            print_table("Greedy presses back to back: server CPU per token added",
+                        ["students", "tokens added", "server CPU / token", "median latency", "wall", "errors"], rows)
+            r = during_prefill(page)
+            print_table("One Greedy press while another session's ~2,000-token prompt is prefilled",
+                        ["request", "n", "median", "max"],
+                        [["Greedy (cheap)", len(r["cheap"]), ms(median(r["cheap"])), ms(max(r["cheap"]))],
+                         ["Run prompt (long)", len(r["long"]), ms(median(r["long"])), ms(max(r["long"]))]]
+                        if r["cheap"] and r["long"] else [])
+            for e in r["errors"][:3]:
+                print("  ", e)
+        finally:
+            stop_app(proc)
+    for n in args.students:
+        port = free_port()
+        log = Path(tempfile.mkdtemp(prefix="class-")) / "app.log"
+        proc = start_app(port, log)
+        try:
+            page = Page("127.0.0.1", port)
+            call(page, uuid.uuid4().hex[:11], "run_prompt", **{"Prompt": "Warm-up: the capital of France is",
+                                                               "Send the prompt as": "Raw text"})
+            report(phase(page, proc.pid, n))
+        finally:
+            stop_app(proc)
+            tracebacks = log.read_text(errors="replace").count("Traceback")
+            print(f"server log: {tracebacks} tracebacks ({log})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
