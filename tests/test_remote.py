@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import loop
 from agent.backends import ScriptedBackend, Settings
 from agent.budget import Usage
 from agent.llm import remote
@@ -305,7 +306,7 @@ HOSTILE_BODIES = [
     (events({"choices": [{"delta": {"content": "x"}}], "usage": {"prompt_tokens": SECRET}}), "ValueError"),
     (answer(200, f"data: {{{SECRET}\n\n".encode(), ctype="text/event-stream"), "JSONDecodeError"),
     (answer(200, f"data: [\"{SECRET}\"]\n\n".encode(), ctype="text/event-stream"), "not an object"),
-    (answer(200, f": {SECRET}\n\n".encode(), ctype="text/event-stream"), "without a single event"),
+    (answer(200, f": {SECRET}\n\n".encode(), ctype="text/event-stream"), "empty stream: the prompt may exceed"),
     (answer(500, SECRET.encode()), "HTTP 500"),
     (answer(404, json.dumps({"error": SECRET}).encode()), "HTTP 404"),
 ]
@@ -356,6 +357,59 @@ def test_a_stream_is_assembled_from_its_deltas_and_only_new_text_is_passed_on(st
     assert reply.usage == Usage(57, 30, "server") and reply.finish_reason == "tool_calls"
     body = server.requests[0][2]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_a_stream_that_ends_before_its_finish_is_a_cut_reply_never_an_answer():
+    """A stream with text but neither a finish_reason nor [DONE] (the server died, the proxy cut it):
+    the loop stops with a backend error that says so. (Against a real server: the `served` tests.)"""
+    cut = [f"data: {json.dumps(_delta({'content': w}))}\n".encode() for w in ("Once", " upon", " a")]
+    with pytest.raises(remote.BackendError, match="^the reply was cut off after 3 tokens$"):
+        remote.read_stream(iter(cut), None)
+    whole = remote.read_stream(iter(cut + [f"data: {json.dumps(_delta({}, 'stop'))}\n".encode()]), None)
+    assert (whole.text, whole.finish_reason, whole.from_server) == ("Once upon a", "stop", True)
+    assert remote.read_stream(iter(cut + [b"data: [DONE]\n"]), None).text == "Once upon a"
+
+
+def test_a_connection_lost_mid_reply_is_a_cut_reply():
+    def failing():
+        yield f"data: {json.dumps(_delta({'content': 'Once'}))}\n".encode()
+        raise remote.ConnectionLost("the connection to http://x failed: ConnectionResetError")
+    with pytest.raises(remote.BackendError, match="cut off after 1 token .*ConnectionResetError"):
+        remote.read_stream(failing(), None)
+
+
+def test_an_empty_200_stream_names_the_likely_cause_and_the_window(stub):
+    """A fake server: an overflowing prompt answered with HTTP 200 and no event is what the issue saw
+    from llama.cpp's server, which cannot be built here; transformers serve answers otherwise."""
+    _, url = stub(answer(200, b"", ctype="text/event-stream"))
+    backend = _listed(url)
+    backend.context_window = 4096
+    final = run(new_state("What's the weather in Berlin?", "act"), backend, (WEATHER_TOOL,))[-1]
+    assert final.stop_reason == StopReason.BACKEND_ERROR
+    assert final.final_answer.endswith("empty stream: the prompt may exceed the server's context window "
+                                       "(4,096 tokens)")
+
+
+@pytest.mark.parametrize("path, body, expected", [
+    ("/props", {"default_generation_settings": {"n_ctx": 4096}}, ("llama.cpp", 4096, "/props n_ctx")),
+    ("/v1/models", {"data": [{"id": "stub-model", "max_model_len": 32768, "owned_by": "vllm"}]},
+     ("vLLM", 32768, "/v1/models max_model_len")),
+    ("/nowhere", {}, ("unknown", 2048, "operator setting")),
+])
+def test_the_window_is_the_servers_own_else_the_operators(stub, path, body, expected):
+    """Fake servers: llama.cpp's /props and vLLM's max_model_len, as their docs show them; neither
+    server can be built or installed here (transformers serve offers neither: the operator's)."""
+    def info(h):
+        found = h.path == path
+        answer(200 if found else 404, json.dumps(body if found else {"error": "no"}).encode())(h)
+    server, url = stub(info)
+    remote.configure([f"lab={url}"], free_url=False, context_window=2048)
+    backend = remote.backend_for("lab", "stub-model", probe=True)
+    assert (backend.info.kind, backend.context_window, backend.info.window_from) == expected
+    assert remote.known_info("lab", "stub-model") == backend.info  # the views read it without a request
+    state = new_state("q", "act", settings=Settings(context_budget=1_000_000))
+    assert loop.context_budget(state, backend) == expected[1]  # never past the server's window
+    remote._infos.clear()
 
 
 def test_tool_call_round_trip_with_a_server_that_does_not_stream(stub):
@@ -420,13 +474,14 @@ def test_a_model_name_is_bounded():
 # --- a real OpenAI-compatible server: transformers serve -------------------------------------------
 
 @pytest.fixture(scope="module")
-def served(lm, tmp_path_factory):
-    """`transformers serve` on loopback with the bundled model's cached folder (+ architectures)."""
+def served_folder(lm, tmp_path_factory) -> Path:
+    """The bundled model's cached folder as `transformers serve` reads it (+ architectures), under
+    the bundled model's name, so the lab knows it serves the bundled model."""
     from agent.llm.model import _gguf_cache_dir, bundled_gguf, cache_is_valid
 
     cached = _gguf_cache_dir(bundled_gguf())
     assert cache_is_valid(cached)
-    folder = tmp_path_factory.mktemp("served") / "smollm2"
+    folder = tmp_path_factory.mktemp("served") / lm.name
     folder.mkdir()
     for f in cached.iterdir():
         if f.name not in ("config.json", "manifest.json"):
@@ -434,28 +489,44 @@ def served(lm, tmp_path_factory):
     config = json.loads((cached / "config.json").read_text())
     config.pop("quantization_config", None)  # the cache holds plain float weights
     (folder / "config.json").write_text(json.dumps({**config, "architectures": ["LlamaForCausalLM"]}))
+    return folder
+
+
+def start_serve(folder: Path) -> tuple[subprocess.Popen, str]:
+    """`transformers serve` on a free loopback port, offline; (process, base URL) once /health answers."""
     port = free_port()
     cli = shutil.which("transformers", path=str(Path(sys.executable).parent))
     proc = subprocess.Popen([cli, "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
                              "--device", "cpu", "--dtype", "float32"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             urllib.request.urlopen(url + "/health", timeout=2).read()
-            break
+            return proc, url
         except OSError:
             time.sleep(1)
-    else:
-        proc.kill()
-        pytest.fail(f"transformers serve did not start: {proc.stderr.read().decode()[-2000:]}")
-    yield url, str(folder)
+    proc.kill()
+    pytest.fail(f"transformers serve did not start: {proc.stderr.read().decode()[-2000:]}")
+
+
+def stop_serve(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(20)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def served(served_folder):
+    """(base URL, model id) of a `transformers serve` shared by this module's tests."""
+    proc, url = start_serve(served_folder)
+    yield url, str(served_folder)
+    stop_serve(proc)
 
 
 @pytest.mark.model
@@ -481,6 +552,40 @@ def test_a_real_server_streams_token_by_token_and_reports_its_usage(served):
     assert len(pieces) >= 4 and "".join(pieces) == reply.text
     assert reply.usage.source == "server"  # the server's own count, not an estimate
     assert reply.usage.completion_tokens == 16 or reply.finish_reason == "stop"
+
+
+@pytest.mark.model
+def test_a_real_servers_length_stop_is_shown_as_such(served):
+    url, model = served
+    remote.configure([f"serve={url}"], free_url=False)
+    state = new_state("Tell me a long story about a dragon.", "act", "native",
+                      Settings(max_steps=1, max_new_tokens=6))
+    final = run(state, remote.backend_for("serve", model), ())[-1]
+    assert final.stop_reason == StopReason.TOKEN_LIMIT_SERVER and final.replies[-1].finish_reason == "length"
+    assert final.final_answer == "stopped: token limit (server)"
+    assert final.usage[-1].source == "server" and final.usage[-1].completion_tokens == 6
+
+
+@pytest.mark.model
+def test_a_server_killed_mid_reply_is_a_cut_reply_not_an_answer(served_folder):
+    """The issue's "killing the server 1.5 s into a reply": here at its third streamed token."""
+    proc, url = start_serve(served_folder)
+    pieces: list[str] = []
+
+    def on_token(piece: str) -> None:
+        pieces.append(piece)
+        if len(pieces) == 3:
+            proc.kill()
+    try:
+        remote.configure([f"serve={url}"], free_url=False)
+        state = new_state("Tell me a long story about a dragon.", "act", "native",
+                          Settings(max_steps=1, max_new_tokens=200))
+        final = run(state, remote.backend_for("serve", str(served_folder)), (), on_token=on_token)[-1]
+    finally:
+        stop_serve(proc)
+    assert final.stop_reason == StopReason.BACKEND_ERROR, final.final_answer
+    n = int(re.search(r"^stopped: backend error: the reply was cut off after (\d+) tokens", final.final_answer)[1])
+    assert n >= 3 and len(pieces) == n
 
 
 # --- the app as on a Space, through its own API ----------------------------------------------------

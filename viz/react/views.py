@@ -40,6 +40,7 @@ from agent.loop import (
     Phase,
     State,
     StopReason,
+    budget_of,
     build_prompt,
 )
 from agent.messages import (
@@ -72,6 +73,8 @@ STOP_WHY = {
     StopReason.BACKEND_ERROR: "line 3: the model call failed",
     StopReason.TOKEN_LIMIT: "line 3: the reply ran to the reply-token limit (finish_reason length) — cut, "
                             "so not a final answer; raise Reply tokens or Fork with more",
+    StopReason.TOKEN_LIMIT_SERVER: "line 3: the server ended the reply with finish_reason length (its "
+                                   "max_tokens, the Reply tokens, was reached) — cut, so not a final answer",
     StopReason.REPETITION: "the repetition check: the same call with the same arguments a third time. "
                            "The harness cannot make a greedy model write something else — its ERROR "
                            "message after the second call changes the context, rarely the reply (a "
@@ -132,12 +135,12 @@ def reply_text(reply: BackendReply, fmt: Fmt) -> str:
 
 
 def frame(states: tuple[State, ...], index: int, tools: tuple[Tool, ...], tokenizer,
-          window: int) -> Frame:
+          window: int | None) -> Frame:
     """Everything the views of states[index] need; the counts come from agent.budget.breakdown."""
     state = states[index]
     sent = index > 0 and made_call(state)
     prompt = build_prompt(states[index - 1] if sent else state, tools)
-    counts = breakdown(prompt, tokenizer, state.settings.context_budget or window,
+    counts = breakdown(prompt, tokenizer, budget_of(state.settings.context_budget, window),
                        state.settings.max_new_tokens)
     reply = reply_text(state.replies[-1], prompt.fmt) if sent and state.replies else None
     new_prompt = new_from(states, index - 1 if sent else index)
@@ -387,6 +390,10 @@ def budget_view(b: Breakdown, tokenizer_label: str, usage: Usage | None = None) 
         reported = (f'<div class="rb-usage">{who} on this call: prompt_tokens '
                     f'{usage.prompt_tokens:,} · completion_tokens {usage.completion_tokens:,}'
                     '</div>')
+    elif usage is not None and usage.source == "estimate":  # never silently: say it is a guess
+        reported = (f'<div class="rb-usage estimate">no usage from the server on this call: prompt_tokens '
+                    f'≈ {usage.prompt_tokens:,} · completion_tokens ≈ {usage.completion_tokens:,}, '
+                    'estimated as ⌈characters / 4⌉</div>')
     return (
         f'<div class="rb" data-budget="{b.budget}" data-prompt-tokens="{b.prompt_tokens}" '
         f'data-exact="{int(b.exact)}"><div class="rb-head">Context budget: <b>{b.prompt_tokens:,}'
