@@ -43,6 +43,7 @@ def fresh_config():
     saved = dict(remote._config)
     yield
     remote._config.update(saved)
+    remote._infos.clear()
 
 
 # --- servers on loopback ---------------------------------------------------------------------------
@@ -409,7 +410,6 @@ def test_the_window_is_the_servers_own_else_the_operators(stub, path, body, expe
     assert remote.known_info("lab", "stub-model") == backend.info  # the views read it without a request
     state = new_state("q", "act", settings=Settings(context_budget=1_000_000))
     assert loop.context_budget(state, backend) == expected[1]  # never past the server's window
-    remote._infos.clear()
 
 
 def test_tool_call_round_trip_with_a_server_that_does_not_stream(stub):
@@ -423,10 +423,58 @@ def test_tool_call_round_trip_with_a_server_that_does_not_stream(stub):
     (_, path1, first), (_, path2, second) = server.requests
     assert path1 == path2 == "/v1/chat/completions"
     assert first["model"] == "stub-model" and first["tools"] == [WEATHER_TOOL.schema()]
+    assert first["tool_choice"] == "auto"  # llama.cpp's function-calling format renders tools only with one
     assert second["messages"][2:] == [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
             "name": "get_weather", "arguments": '{"city": "Berlin"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "12°C, rainy"}]
+
+
+def _refuses_null_content(reply):
+    """llama.cpp's server: HTTP 500 for an assistant turn whose content is null, else `reply`."""
+    def behave(h):
+        sent = h.server.requests[-1][2]["messages"]
+        if any(m["role"] == "assistant" and m.get("content") is None for m in sent):
+            return answer(500, b'{"error": "content must be a string"}')(h)
+        return reply(h)
+    return behave
+
+
+def test_a_constrained_stream_repeating_the_name_and_a_server_refusing_null_content(stub):
+    """A fake server, for what no server here can be made to do: llama.cpp's server (which cannot
+    be built on this machine) repeats function.name in every chunk of a constrained call, and
+    answers HTTP 500 to an assistant turn sent with "content": null. transformers serve does
+    neither. The Berlin run must come through both."""
+    name = {"id": "call_x", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+    repeat = [_delta({"tool_calls": [{**name, "index": 0, "function": {"name": "get_weather", "arguments": a}}]})
+              for a in ('{"city":', ' "Berlin"', '}')]
+    server, url = stub(_refuses_null_content(events(_delta({"tool_calls": [{**name, "index": 0}]}), *repeat,
+                                                    _delta({}, "tool_calls"), "[DONE]")),
+                       _refuses_null_content(events(_delta({"content": "12°C and rainy."}, "stop"), "[DONE]")))
+    final = _http_run(url)
+    assert final.replies[0].tool_calls[0].name == "get_weather"
+    assert json.loads(final.replies[0].tool_calls[0].arguments) == {"city": "Berlin"}
+    assert (final.stop_reason, final.final_answer) == (StopReason.FINAL_ANSWER, "12°C and rainy.")
+    assert server.requests[1][2]["messages"][2]["content"] == ""
+
+
+def _no_usage_run(stub, tokenizer):
+    """A fake server: llama.cpp's stream sends no usage chunk; transformers serve always does."""
+    _, url = stub(events(_delta({"content": "It is twelve degrees"}, "stop"), "[DONE]"))
+    remote.configure([f"lab={url}"], free_url=False)
+    backend = remote.backend_for("lab", "stub-model", tokenizer)
+    return run(new_state("What's the weather in Berlin?", "act"), backend, (WEATHER_TOOL,))[-1]
+
+
+def test_without_a_usage_chunk_the_count_is_a_said_estimate(stub):
+    """(The budget view then says so: tests/test_react_views.py.)"""
+    usage = _no_usage_run(stub, None).usage[-1]
+    assert (usage.source, usage.completion_tokens) == ("estimate", 5)  # ⌈20 characters / 4⌉
+
+
+def test_without_a_usage_chunk_the_bundled_models_tokenizer_counts(stub, tok):
+    usage = _no_usage_run(stub, tok).usage[-1]
+    assert usage.source == "tokenizer" and usage.completion_tokens == len(tok("It is twelve degrees")["input_ids"])
 
 
 def test_react_format_sends_its_stop_sequence_and_no_tools(stub):

@@ -12,9 +12,13 @@ What it knows:
                    redirect (a 3xx is an error), and closes the socket when the whole request's
                    wall-clock budget is spent, whatever the server drips.
     read_capped / lines   at most MAX_REPLY_BYTES of reply, within the same budget.
-  OpenAIBackend POSTs {base}/v1/chat/completions with "stream": true and assembles the server-sent
-  events (content and index-keyed tool_call deltas, the usage chunk); on_token gets only new text.
+  OpenAIBackend POSTs {base}/v1/chat/completions with "stream": true (and, with tools, a tool_choice:
+  agent.llm.server_info.tool_choice) and assembles the server-sent events (content and index-keyed
+  tool_call deltas, a name repeated in every chunk taken once, the usage chunk); on_token gets only
+  new text. A stream that ends before a finish_reason or [DONE] is a cut reply, an error.
   No error message ever holds bytes of a reply body.
+  probe / server_info: what a server says about itself (llama.cpp's GET /props, vLLM's
+  GET /v1/models) → agent.llm.server_info.ServerInfo, remembered a few minutes per (server, model).
 
 What it does not know: the loop, the page, or how tools run.
 """
@@ -33,9 +37,9 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from agent.backends import BackendError, BackendReply, OnToken, Settings
+from agent.backends import BackendError, BackendReply, OnToken, Settings, observed
 from agent.budget import Usage
-from agent.llm.server_info import ServerInfo, window_from_models, window_from_props
+from agent.llm.server_info import ServerInfo, tool_choice, window_from_models, window_from_props
 from agent.messages import ToolCall
 from agent.template import Prompt, stop_sequences, wire_messages
 
@@ -449,6 +453,8 @@ class OpenAIBackend:
                       "seed": settings.seed, "stream": True, "stream_options": {"include_usage": True}}
         if tools:
             body["tools"] = tools
+            names = tuple(t["function"]["name"] for t in tools)
+            body["tool_choice"] = tool_choice(self.info.kind, names, settings.constrained, not observed(prompt))[0]
         if stop_sequences(prompt.fmt):
             body["stop"] = list(stop_sequences(prompt.fmt))
         return body
@@ -505,7 +511,9 @@ class _Assembly:
         slot = self.calls.setdefault(int(c.get("index", len(self.calls))), {"id": "", "name": "", "args": []})
         slot["id"] = str(c.get("id") or slot["id"])
         fn = c.get("function") or {}
-        slot["name"] += str(fn.get("name") or "")
+        name = str(fn.get("name") or "")
+        if name != slot["name"]:  # a server that constrains a call repeats the whole name in every chunk
+            slot["name"] += name
         args = fn.get("arguments")
         slot["args"].append(args if isinstance(args, str) else json.dumps(args) if args is not None else "")
         if len(self.calls) > 64:

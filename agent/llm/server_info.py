@@ -68,3 +68,31 @@ def serves_bundled(model_id: str, bundled_name: str) -> bool:
     def norm(name: str) -> str:
         return "".join(ch for ch in str(name).lower() if ch.isalnum())
     return bool(norm(bundled_name)) and norm(bundled_name) in norm(model_id)
+
+
+def tool_choice(kind: str, tools: tuple[str, ...], constrained: bool, required: bool) -> tuple[object, str]:
+    """(the request's `tool_choice`, what the page says "Constrained tool calls" did) for a call that
+    offers `tools`. Without the checkbox: "auto" (llama.cpp's function-calling format renders the
+    tools only when a tool_choice is sent). With it, the server-side constraint where the server has
+    one for this call — `required`: a call must come (the task's first call, as the local grammar).
+
+    >>> tool_choice("llama.cpp", ("get_weather",), True, True)[0]
+    {'type': 'function', 'function': {'name': 'get_weather'}}
+    >>> tool_choice("vLLM", ("get_weather", "search"), True, True)[0], tool_choice("unknown", ("x",), True, True)[0]
+    ('required', 'auto')
+    """
+    if not constrained:
+        return "auto", ""
+    if kind == "vLLM":
+        return ("required" if required else "auto"), (
+            'server-side: tool_choice "required" (vLLM\'s guided decoding: a call must come)' if required else
+            'server-side: tool_choice "auto" after a tool result (the answer may come), as the local grammar')
+    if kind == "llama.cpp" and required and len(tools) == 1:
+        return ({"type": "function", "function": {"name": tools[0]}},
+                f"server-side: tool_choice names {tools[0]} (llama.cpp's grammar for that one function)")
+    if kind == "llama.cpp":
+        why = (f"llama.cpp constrains a call only to one named function, and {len(tools)} tools are offered"
+               if required else "after a tool result nothing is forced, as the local grammar")
+        return "auto", f"no effect on this call: {why}"
+    return "auto", ("no effect on this backend: the lab knows no server-side constraint for it "
+                    "(it knows llama.cpp's server and vLLM, recognised at the first call)")
