@@ -9,6 +9,7 @@ refused before a request leaves, or bounded in bytes and time; no message holds 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -20,8 +21,10 @@ import sys
 import threading
 import time
 import urllib.request
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -33,8 +36,11 @@ from agent.llm.remote import OpenAIBackend, RemoteRefused, parse_chat_completion
 from agent.loop import StopReason, build_prompt, new_state, run, step
 from agent.tools import TOOLS, WEATHER_TOOL
 from tests.conftest import free_port
+from viz.react import run as react_run
+from viz.react import views as rv
 
 SECRET = "SECRET-7f3a"  # in every hostile body: it must never reach a message
+FAKE_LM = SimpleNamespace(name="SmolLM2-135M-Instruct", tokenizer=None, context_window=8192)  # views only
 
 
 @pytest.fixture(autouse=True)
@@ -477,6 +483,19 @@ def test_without_a_usage_chunk_the_bundled_models_tokenizer_counts(stub, tok):
     assert usage.source == "tokenizer" and usage.completion_tokens == len(tok("It is twelve degrees")["input_ids"])
 
 
+def test_a_server_prompt_count_without_the_tools_block_is_named_in_the_template_view():
+    """The issue's numbers: the server counted 87 prompt tokens where the rendered prompt holds ~500."""
+    state = step(new_state("What's the weather in Berlin?", "act"), ScriptedBackend(()), TOOLS)
+    prompt = build_prompt(state, TOOLS)
+    composition = loop._prompt_counts(loop._count(state, prompt, ScriptedBackend(())))
+    for reported, shown in ((87, True), (sum(composition.values()), False)):
+        after = replace(state, usage=(Usage(reported, 9, "server"),), composition=(composition,))
+        session = react_run.Session((state, after), 1, TOOLS, react_run.BackendSpec(react_run.REMOTE, url="lab",
+                                                                                    model="m"), "Berlin")
+        view = html.unescape(rv.template_view(react_run.frame_of(session, FAKE_LM)))
+        assert ("⚠ this server's chat template did not render the tools: it counted 87" in view) is shown
+
+
 def test_react_format_sends_its_stop_sequence_and_no_tools(stub):
     server, url = stub(events(_delta({"content": "Thought: known.\nAction: finish[rainy]"}), "[DONE]"))
     final = _http_run(url, fmt="react", tools=TOOLS)
@@ -578,16 +597,26 @@ def served(served_folder):
 
 
 @pytest.mark.model
-def test_berlin_runs_end_to_end_on_a_real_openai_compatible_server(served):
+def test_berlin_runs_end_to_end_on_a_real_openai_compatible_server(served, lm):
+    """transformers serve: its model info says no window, and its chat template (SmolLM2's) drops
+    the tools — its own prompt count shows it, and the template view says so."""
     url, model = served
     remote.configure([f"serve={url}"], free_url=False)
     assert model in remote.list_models("serve")
+    backend = remote.backend_for("serve", model, lm.tokenizer, probe=True)
+    assert backend.info == remote.ServerInfo("unknown", None, "")
     pieces = []
-    state = new_state("What's the weather in Berlin?", "act", "native", Settings(max_steps=2, max_new_tokens=24))
-    final = run(state, remote.backend_for("serve", model), TOOLS, on_token=pieces.append)[-1]
+    state = new_state("What's the weather in Berlin?", "act", "native",
+                      Settings(max_steps=2, max_new_tokens=24))
+    states = run(state, backend, TOOLS, on_token=pieces.append)
+    final = states[-1]
     assert final.done and final.stop_reason not in (StopReason.BACKEND_ERROR, None)
     assert len(pieces) > 1 and final.usage and all(u.source == "server" for u in final.usage)
     assert all(u.prompt_tokens > 0 and 0 < u.completion_tokens <= 24 for u in final.usage)
+    session = react_run.Session(states, len(states) - 1, TOOLS,
+                                react_run.BackendSpec(react_run.REMOTE, url="serve", model=model), "Berlin")
+    view = html.unescape(rv.template_view(react_run.frame_of(session, lm)))
+    assert "⚠ this server's chat template did not render the tools" in view
 
 
 @pytest.mark.model

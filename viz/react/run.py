@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 
 from agent import loop
 from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
+from agent.budget import tools_unrendered
 from agent.context.memory import Memory
 from agent.llm import remote
 from agent.llm.server_info import serves_bundled
@@ -445,7 +446,19 @@ def one_phase(s: Session, lm) -> Iterator[tuple[State | None, str]]:
 def frame_of(s: Session, lm) -> rv.Frame:
     """The data of the shown state's views. A server's model (unless it is the bundled one) has no
     tokenizer here: its string is the ChatML rendering and its counts are estimates."""
-    return rv.frame(s.states, s.index, s.tools, *_counter(s, lm))
+    f = rv.frame(s.states, s.index, s.tools, *_counter(s, lm))
+    return replace(f, notes=server_notes(s, f.state)) if s.backend.kind == REMOTE else f
+
+
+def server_notes(s: Session, state: State) -> tuple[str, ...]:
+    """What the template view must add for a server: tools its chat template left out (its own
+    prompt count says so)."""
+    notes = []
+    if state.usage and state.composition and tools_unrendered(state.usage[-1], state.composition[-1]):
+        u, tools = state.usage[-1], state.composition[-1].get("tools", 0)
+        notes.append(f"this server's chat template did not render the tools: it counted {u.prompt_tokens:,} "
+                     f"prompt tokens, the tool schemas below alone are {tools:,} — the model never saw them")
+    return tuple(notes)
 
 
 def specials_of(s: Session, lm) -> tuple[str, ...]:

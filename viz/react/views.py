@@ -104,6 +104,7 @@ class Frame:
     new_history: int  # history[new_history:] was added since the previous model call
     new_prompt: int  # the same, for the messages of `rendered`
     usage: Usage | None  # the backend's own count for the call just made
+    notes: tuple[str, ...] = ()  # what the backend did to this prompt that the string cannot show
 
 
 def made_call(state: State) -> bool:
@@ -352,6 +353,7 @@ def template_view(f: Frame, specials: tuple[str, ...] = (), *, show_tokens: bool
         f'data-prompt-tokens="{f.breakdown.prompt_tokens}">'
         f'<div class="rt-head">{esc(_template_head(f, streaming is not None))} · '
         f'<b>{f.breakdown.prompt_tokens:,} tokens</b>{shown}</div>'
+        + "".join(f'<div class="rt-note" role="note">⚠ {esc(n)}</div>' for n in f.notes) +
         f'<div class="rt-scroll"><pre class="rt-text"><span class="rt-prompt">'
         f'{string_html(f.rendered, specials, f.new_prompt, offsets)}</span>{tail}</pre></div>'
         '<div class="rt-legend"><span class="sp">special token</span> · <span class="nw">new since '
