@@ -34,6 +34,7 @@ from agent.budget import Usage
 from agent.llm import remote
 from agent.llm.remote import OpenAIBackend, RemoteRefused, parse_chat_completion
 from agent.loop import StopReason, build_prompt, new_state, run, step
+from agent.messages import AssistantMessage, ToolCall, ToolResultMessage
 from agent.tools import TOOLS, WEATHER_TOOL
 from tests.conftest import free_port
 from viz.react import run as react_run
@@ -483,6 +484,31 @@ def test_without_a_usage_chunk_the_bundled_models_tokenizer_counts(stub, tok):
     assert usage.source == "tokenizer" and usage.completion_tokens == len(tok("It is twelve degrees")["input_ids"])
 
 
+@pytest.mark.parametrize("kind, tools, first, later, says", [
+    ("llama.cpp", (WEATHER_TOOL,), {"type": "function", "function": {"name": "get_weather"}}, "auto",
+     "server-side: tool_choice names get_weather"),
+    ("llama.cpp", TOOLS, "auto", "auto", "no effect on this call: llama.cpp constrains a call only to one"),
+    ("vLLM", TOOLS, "required", "auto", 'server-side: tool_choice "required"'),
+    ("unknown", (WEATHER_TOOL,), "auto", "auto", "no effect on this backend"),
+])
+def test_constrained_tool_calls_send_the_servers_own_constraint_and_the_page_says_which(kind, tools, first,
+                                                                                     later, says):
+    backend = OpenAIBackend("http://h:1", "m", info=remote.ServerInfo(kind))
+    start = new_state("What's the weather in Berlin?", "act", settings=Settings(constrained=True))
+    state = step(start, ScriptedBackend(()), tools)
+    assert backend.request_body(build_prompt(state, tools), state.settings)["tool_choice"] == first
+    observed = replace(state, history=state.history + (
+        AssistantMessage(tool_calls=(ToolCall("call_1", "get_weather", '{"city": "Berlin"}'),)),
+        ToolResultMessage("call_1", "12°C")))
+    assert backend.request_body(build_prompt(observed, tools), state.settings)["tool_choice"] == later
+    assert backend.request_body(build_prompt(state, tools), Settings())["tool_choice"] == "auto"
+    remote._infos[("lab", "m")] = (time.monotonic(), remote.ServerInfo(kind))
+    session = react_run.Session((start, state), 1, tools, react_run.BackendSpec(react_run.REMOTE, url="lab", model="m"),
+                                "Berlin")
+    view = html.unescape(rv.template_view(react_run.frame_of(session, FAKE_LM)))
+    assert f"⚠ Constrained tool calls: {says}" in view
+
+
 def test_a_server_prompt_count_without_the_tools_block_is_named_in_the_template_view():
     """The issue's numbers: the server counted 87 prompt tokens where the rendered prompt holds ~500."""
     state = step(new_state("What's the weather in Berlin?", "act"), ScriptedBackend(()), TOOLS)
@@ -607,7 +633,7 @@ def test_berlin_runs_end_to_end_on_a_real_openai_compatible_server(served, lm):
     assert backend.info == remote.ServerInfo("unknown", None, "")
     pieces = []
     state = new_state("What's the weather in Berlin?", "act", "native",
-                      Settings(max_steps=2, max_new_tokens=24))
+                      Settings(max_steps=2, max_new_tokens=24, constrained=True))
     states = run(state, backend, TOOLS, on_token=pieces.append)
     final = states[-1]
     assert final.done and final.stop_reason not in (StopReason.BACKEND_ERROR, None)
@@ -617,6 +643,7 @@ def test_berlin_runs_end_to_end_on_a_real_openai_compatible_server(served, lm):
                                 react_run.BackendSpec(react_run.REMOTE, url="serve", model=model), "Berlin")
     view = html.unescape(rv.template_view(react_run.frame_of(session, lm)))
     assert "⚠ this server's chat template did not render the tools" in view
+    assert "⚠ Constrained tool calls: no effect on this backend" in view
 
 
 @pytest.mark.model

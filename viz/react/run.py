@@ -30,11 +30,11 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from agent import loop
-from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
+from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings, observed
 from agent.budget import tools_unrendered
 from agent.context.memory import Memory
 from agent.llm import remote
-from agent.llm.server_info import serves_bundled
+from agent.llm.server_info import serves_bundled, tool_choice
 from agent.llm.weights import DEFAULT_WEIGHTS
 from agent.loop import Phase, State
 from agent.mcp.client import BUILT_IN
@@ -452,12 +452,21 @@ def frame_of(s: Session, lm) -> rv.Frame:
 
 def server_notes(s: Session, state: State) -> tuple[str, ...]:
     """What the template view must add for a server: tools its chat template left out (its own
-    prompt count says so)."""
+    prompt count says so), and what "Constrained tool calls" does there."""
     notes = []
     if state.usage and state.composition and tools_unrendered(state.usage[-1], state.composition[-1]):
         u, tools = state.usage[-1], state.composition[-1].get("tools", 0)
         notes.append(f"this server's chat template did not render the tools: it counted {u.prompt_tokens:,} "
                      f"prompt tokens, the tool schemas below alone are {tools:,} — the model never saw them")
+    prompt = loop.build_prompt(state, s.tools)
+    if state.settings.constrained and prompt.tools:
+        if prompt.fmt == Fmt.REACT_TEXT:
+            notes.append("Constrained tool calls: no effect on this backend in the ReAct text format "
+                         "(a server constrains only native tool calls)")
+        else:
+            kind = remote.known_info(s.backend.url, s.backend.model).kind
+            names = tuple(t.name for t in prompt.tools)
+            notes.append("Constrained tool calls: " + tool_choice(kind, names, True, not observed(prompt))[1])
     return tuple(notes)
 
 
