@@ -161,6 +161,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "label=URL (default: $REACT_LAB_REMOTE); their addresses are trusted, loopback included",
     )
     parser.add_argument(
+        "--remote-context",
+        type=int,
+        default=int(os.environ["REACT_LAB_REMOTE_CONTEXT"]) if os.environ.get("REACT_LAB_REMOTE_CONTEXT") else None,
+        help="the context window (tokens) of a server whose model info does not say it (llama.cpp's "
+        "/props and vLLM's /v1/models do; default: $REACT_LAB_REMOTE_CONTEXT, else none)",
+    )
+    parser.add_argument(
         "--allow-any-remote",
         action="store_true",
         default=os.environ.get("REACT_LAB_ALLOW_ANY_REMOTE", "").lower() in ("1", "true", "yes"),
@@ -210,7 +217,7 @@ def configure_remote(args: argparse.Namespace, env=os.environ) -> None:
 
     local = is_local_mode(args.host, env)
     remote.configure([s for s in args.remote.split(",") if s.strip()], local or args.allow_any_remote,
-                     free_url_private=local)
+                     free_url_private=local, context_window=getattr(args, "remote_context", None))
 
 
 def security_headers(on_space: bool = bool(os.environ.get("SPACE_ID"))) -> dict[str, str]:

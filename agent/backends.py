@@ -51,6 +51,7 @@ class BackendReply:
     thought: str = ""
     usage: Usage | None = None
     finish_reason: str = "stop"  # stop | length | time | tool_calls
+    from_server: bool = False  # finish_reason is a server's own word (agent.llm.remote)
 
     def to_dict(self) -> dict:
         d: dict = {"text": self.text, "finish_reason": self.finish_reason}
@@ -60,6 +61,8 @@ class BackendReply:
             d["thought"] = self.thought
         if self.usage is not None:
             d["usage"] = asdict(self.usage)
+        if self.from_server:
+            d["from_server"] = True
         return d
 
     @staticmethod
@@ -70,7 +73,7 @@ class BackendReply:
             tool_calls=None if calls is None else tuple(ToolCall.from_dict(c) for c in calls),
             thought=d.get("thought", ""),
             usage=Usage(**d["usage"]) if d.get("usage") else None,
-            finish_reason=d.get("finish_reason", "stop"))
+            finish_reason=d.get("finish_reason", "stop"), from_server=bool(d.get("from_server")))
 
 
 class Backend(Protocol):

@@ -109,6 +109,22 @@ def breakdown(prompt: Prompt, tokenizer, budget: int, reserved: int) -> Breakdow
                      exact=tokenizer is not None, offsets=offsets)
 
 
+def tools_unrendered(usage: Usage | None, composition: dict[str, int] | None) -> bool:
+    """Whether a server's own prompt count leaves the tool schemas out: it counted fewer tokens than
+    the rendered prompt less half its tools block (that block alone is hundreds of tokens; two chat
+    templates, or an estimate, differ by far less). Only a server's count can say so.
+
+    >>> tools_unrendered(Usage(87, 5, "server"), {"system": 60, "tools": 420, "user": 18})
+    True
+    >>> tools_unrendered(Usage(495, 5, "server"), {"system": 60, "tools": 420, "user": 18})
+    False
+    """
+    if usage is None or usage.source != "server" or not composition:
+        return False
+    tools = composition.get("tools", 0)
+    return tools >= 50 and usage.prompt_tokens < sum(composition.values()) - tools / 2
+
+
 @dataclass(frozen=True)
 class GrowthPoint:
     call: int  # 1, 2, … : the model call

@@ -89,6 +89,7 @@ STEP_BUDGET_TEXT = "stopped: step budget exhausted"
 class StopReason(StrEnum):
     FINAL_ANSWER = "final answer"  # a text-only turn (line 5)
     TOKEN_LIMIT = "token limit"  # a text-only turn that the reply-token limit cut (finish_reason "length")
+    TOKEN_LIMIT_SERVER = "token limit (server)"  # the same, in a server's own finish_reason
     FINISH = "finish"  # finish[answer] was called
     STEP_BUDGET = "step budget exhausted"  # line 9
     CONTEXT_FULL = "context window full"
@@ -168,7 +169,17 @@ def build_prompt(state: State, tools: tuple[Tool, ...]) -> Prompt:
 
 
 def context_budget(state: State, backend: Backend) -> int:
-    return state.settings.context_budget or backend.context_window or DEFAULT_CONTEXT_WINDOW
+    return budget_of(state.settings.context_budget, backend.context_window)
+
+
+def budget_of(budget: int | None, window: int | None) -> int:
+    """The tokens a call may use: the run's budget, never past the backend's known window.
+
+    >>> budget_of(8192, 4096), budget_of(None, 4096), budget_of(2048, None), budget_of(None, None)
+    (4096, 4096, 2048, 8192)
+    """
+    known = [n for n in (budget, window) if n]
+    return min(known) if known else DEFAULT_CONTEXT_WINDOW
 
 
 def step(state: State, backend: Backend, tools: tuple[Tool, ...], policy: Policy = DEFAULT_POLICY,
@@ -295,7 +306,8 @@ def _append_response(state: State, reply: BackendReply, parsed: ParsedReply) -> 
     state = replace(state, history=state.history + (message,), parse_failures=0,
                     next_call_number=state.next_call_number + len(parsed.tool_calls))
     if not parsed.tool_calls and cut:  # the lecture's call-level stop reasons: length is not stop
-        return _stop(state, StopReason.TOKEN_LIMIT, f"stopped: {StopReason.TOKEN_LIMIT}", lines,
+        reason = StopReason.TOKEN_LIMIT_SERVER if reply.from_server else StopReason.TOKEN_LIMIT
+        return _stop(state, reason, f"stopped: {reason}", lines,
                      note=f"the reply ran to its {state.settings.max_new_tokens}-token limit: cut, not an answer")
     if not parsed.tool_calls:
         return _stop(state, StopReason.FINAL_ANSWER, parsed.text, lines, note="a text-only turn: the answer")

@@ -309,6 +309,6 @@ def wire_messages(prompt: Prompt) -> tuple[list[dict], list[dict]]:
             d["content"] += extra
         if isinstance(m, AssistantMessage):
             content = "\n".join(p.text.lstrip("\n") for p in _assistant_pieces(m, Fmt.NATIVE, False, ()))
-            d["content"] = content or None
+            d["content"] = content  # "" with tool calls: llama.cpp's server refuses null (HTTP 500)
         messages.append(d)
     return messages, [t.schema() for t in prompt.tools]

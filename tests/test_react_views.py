@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from agent import loop
-from agent.backends import ScriptedBackend, Settings
+from agent.backends import BackendReply, ScriptedBackend, Settings
 from agent.budget import BUDGET_CATEGORIES, FREE, RESERVED, Usage
 from agent.loop import Phase, StopReason, build_prompt
 from agent.messages import (
@@ -231,6 +231,21 @@ def test_the_backends_own_count_is_shown_beside_ours():
     view = rv.budget_view(f.breakdown, "x", Usage(170, 12, "server"))
     assert "the server reported on this call: prompt_tokens 170 · completion_tokens 12" in view
     assert "reported" not in rv.budget_view(f.breakdown, "x", Usage(170, 12, "tokenizer"))
+
+
+def test_an_estimated_usage_is_said_to_be_an_estimate():
+    states, tools = replayed("berlin-weather")
+    f = frame(states, tools, 2)
+    view = rv.budget_view(f.breakdown, "x", Usage(170, 12, "estimate"))
+    assert "no usage from the server on this call: prompt_tokens ≈ 170" in view and "estimated" in view
+
+
+def test_a_server_length_stop_is_named_the_servers():
+    reply = BackendReply("Once upon a time", finish_reason="length", from_server=True)
+    final = loop.run(loop.new_state("Tell me a story", "act"), ScriptedBackend((reply,)), ())[-1]
+    assert final.stop_reason == StopReason.TOKEN_LIMIT_SERVER == "token limit (server)"
+    assert final.final_answer == "stopped: token limit (server)" and "finish_reason length" in rv.stop_view(final)
+    assert BackendReply.from_dict(reply.to_dict()) == reply
 
 
 # --- growth and stop ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ refused before a request leaves, or bounded in bytes and time; no message holds 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -20,20 +21,27 @@ import sys
 import threading
 import time
 import urllib.request
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from agent import loop
 from agent.backends import ScriptedBackend, Settings
 from agent.budget import Usage
 from agent.llm import remote
 from agent.llm.remote import OpenAIBackend, RemoteRefused, parse_chat_completion
 from agent.loop import StopReason, build_prompt, new_state, run, step
+from agent.messages import AssistantMessage, ToolCall, ToolResultMessage
 from agent.tools import TOOLS, WEATHER_TOOL
 from tests.conftest import free_port
+from viz.react import run as react_run
+from viz.react import views as rv
 
 SECRET = "SECRET-7f3a"  # in every hostile body: it must never reach a message
+FAKE_LM = SimpleNamespace(name="SmolLM2-135M-Instruct", tokenizer=None, context_window=8192)  # views only
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +50,7 @@ def fresh_config():
     saved = dict(remote._config)
     yield
     remote._config.update(saved)
+    remote._infos.clear()
 
 
 # --- servers on loopback ---------------------------------------------------------------------------
@@ -305,7 +314,7 @@ HOSTILE_BODIES = [
     (events({"choices": [{"delta": {"content": "x"}}], "usage": {"prompt_tokens": SECRET}}), "ValueError"),
     (answer(200, f"data: {{{SECRET}\n\n".encode(), ctype="text/event-stream"), "JSONDecodeError"),
     (answer(200, f"data: [\"{SECRET}\"]\n\n".encode(), ctype="text/event-stream"), "not an object"),
-    (answer(200, f": {SECRET}\n\n".encode(), ctype="text/event-stream"), "without a single event"),
+    (answer(200, f": {SECRET}\n\n".encode(), ctype="text/event-stream"), "empty stream: the prompt may exceed"),
     (answer(500, SECRET.encode()), "HTTP 500"),
     (answer(404, json.dumps({"error": SECRET}).encode()), "HTTP 404"),
 ]
@@ -358,6 +367,58 @@ def test_a_stream_is_assembled_from_its_deltas_and_only_new_text_is_passed_on(st
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 
+def test_a_stream_that_ends_before_its_finish_is_a_cut_reply_never_an_answer():
+    """A stream with text but neither a finish_reason nor [DONE] (the server died, the proxy cut it):
+    the loop stops with a backend error that says so. (Against a real server: the `served` tests.)"""
+    cut = [f"data: {json.dumps(_delta({'content': w}))}\n".encode() for w in ("Once", " upon", " a")]
+    with pytest.raises(remote.BackendError, match="^the reply was cut off after 3 tokens$"):
+        remote.read_stream(iter(cut), None)
+    whole = remote.read_stream(iter(cut + [f"data: {json.dumps(_delta({}, 'stop'))}\n".encode()]), None)
+    assert (whole.text, whole.finish_reason, whole.from_server) == ("Once upon a", "stop", True)
+    assert remote.read_stream(iter(cut + [b"data: [DONE]\n"]), None).text == "Once upon a"
+
+
+def test_a_connection_lost_mid_reply_is_a_cut_reply():
+    def failing():
+        yield f"data: {json.dumps(_delta({'content': 'Once'}))}\n".encode()
+        raise remote.ConnectionLost("the connection to http://x failed: ConnectionResetError")
+    with pytest.raises(remote.BackendError, match="cut off after 1 token .*ConnectionResetError"):
+        remote.read_stream(failing(), None)
+
+
+def test_an_empty_200_stream_names_the_likely_cause_and_the_window(stub):
+    """A fake server: an overflowing prompt answered with HTTP 200 and no event is what the issue saw
+    from llama.cpp's server, which cannot be built here; transformers serve answers otherwise."""
+    _, url = stub(answer(200, b"", ctype="text/event-stream"))
+    backend = _listed(url)
+    backend.context_window = 4096
+    final = run(new_state("What's the weather in Berlin?", "act"), backend, (WEATHER_TOOL,))[-1]
+    assert final.stop_reason == StopReason.BACKEND_ERROR
+    assert final.final_answer.endswith("empty stream: the prompt may exceed the server's context window "
+                                       "(4,096 tokens)")
+
+
+@pytest.mark.parametrize("path, body, expected", [
+    ("/props", {"default_generation_settings": {"n_ctx": 4096}}, ("llama.cpp", 4096, "/props n_ctx")),
+    ("/v1/models", {"data": [{"id": "stub-model", "max_model_len": 32768, "owned_by": "vllm"}]},
+     ("vLLM", 32768, "/v1/models max_model_len")),
+    ("/nowhere", {}, ("unknown", 2048, "operator setting")),
+])
+def test_the_window_is_the_servers_own_else_the_operators(stub, path, body, expected):
+    """Fake servers: llama.cpp's /props and vLLM's max_model_len, as their docs show them; neither
+    server can be built or installed here (transformers serve offers neither: the operator's)."""
+    def info(h):
+        found = h.path == path
+        answer(200 if found else 404, json.dumps(body if found else {"error": "no"}).encode())(h)
+    server, url = stub(info)
+    remote.configure([f"lab={url}"], free_url=False, context_window=2048)
+    backend = remote.backend_for("lab", "stub-model", probe=True)
+    assert (backend.info.kind, backend.context_window, backend.info.window_from) == expected
+    assert remote.known_info("lab", "stub-model") == backend.info  # the views read it without a request
+    state = new_state("q", "act", settings=Settings(context_budget=1_000_000))
+    assert loop.context_budget(state, backend) == expected[1]  # never past the server's window
+
+
 def test_tool_call_round_trip_with_a_server_that_does_not_stream(stub):
     berlin = {"content": None, "tool_calls": [{"id": "call_abc", "type": "function", "function": {
         "name": "get_weather", "arguments": '{"city": "Berlin"}'}}]}
@@ -369,10 +430,96 @@ def test_tool_call_round_trip_with_a_server_that_does_not_stream(stub):
     (_, path1, first), (_, path2, second) = server.requests
     assert path1 == path2 == "/v1/chat/completions"
     assert first["model"] == "stub-model" and first["tools"] == [WEATHER_TOOL.schema()]
+    assert first["tool_choice"] == "auto"  # llama.cpp's function-calling format renders tools only with one
     assert second["messages"][2:] == [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
             "name": "get_weather", "arguments": '{"city": "Berlin"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "12°C, rainy"}]
+
+
+def _refuses_null_content(reply):
+    """llama.cpp's server: HTTP 500 for an assistant turn whose content is null, else `reply`."""
+    def behave(h):
+        sent = h.server.requests[-1][2]["messages"]
+        if any(m["role"] == "assistant" and m.get("content") is None for m in sent):
+            return answer(500, b'{"error": "content must be a string"}')(h)
+        return reply(h)
+    return behave
+
+
+def test_a_constrained_stream_repeating_the_name_and_a_server_refusing_null_content(stub):
+    """A fake server, for what no server here can be made to do: llama.cpp's server (which cannot
+    be built on this machine) repeats function.name in every chunk of a constrained call, and
+    answers HTTP 500 to an assistant turn sent with "content": null. transformers serve does
+    neither. The Berlin run must come through both."""
+    name = {"id": "call_x", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+    repeat = [_delta({"tool_calls": [{**name, "index": 0, "function": {"name": "get_weather", "arguments": a}}]})
+              for a in ('{"city":', ' "Berlin"', '}')]
+    server, url = stub(_refuses_null_content(events(_delta({"tool_calls": [{**name, "index": 0}]}), *repeat,
+                                                    _delta({}, "tool_calls"), "[DONE]")),
+                       _refuses_null_content(events(_delta({"content": "12°C and rainy."}, "stop"), "[DONE]")))
+    final = _http_run(url)
+    assert final.replies[0].tool_calls[0].name == "get_weather"
+    assert json.loads(final.replies[0].tool_calls[0].arguments) == {"city": "Berlin"}
+    assert (final.stop_reason, final.final_answer) == (StopReason.FINAL_ANSWER, "12°C and rainy.")
+    assert server.requests[1][2]["messages"][2]["content"] == ""
+
+
+def _no_usage_run(stub, tokenizer):
+    """A fake server: llama.cpp's stream sends no usage chunk; transformers serve always does."""
+    _, url = stub(events(_delta({"content": "It is twelve degrees"}, "stop"), "[DONE]"))
+    remote.configure([f"lab={url}"], free_url=False)
+    backend = remote.backend_for("lab", "stub-model", tokenizer)
+    return run(new_state("What's the weather in Berlin?", "act"), backend, (WEATHER_TOOL,))[-1]
+
+
+def test_without_a_usage_chunk_the_count_is_a_said_estimate(stub):
+    """(The budget view then says so: tests/test_react_views.py.)"""
+    usage = _no_usage_run(stub, None).usage[-1]
+    assert (usage.source, usage.completion_tokens) == ("estimate", 5)  # ⌈20 characters / 4⌉
+
+
+def test_without_a_usage_chunk_the_bundled_models_tokenizer_counts(stub, tok):
+    usage = _no_usage_run(stub, tok).usage[-1]
+    assert usage.source == "tokenizer" and usage.completion_tokens == len(tok("It is twelve degrees")["input_ids"])
+
+
+@pytest.mark.parametrize("kind, tools, first, later, says", [
+    ("llama.cpp", (WEATHER_TOOL,), {"type": "function", "function": {"name": "get_weather"}}, "auto",
+     "server-side: tool_choice names get_weather"),
+    ("llama.cpp", TOOLS, "auto", "auto", "no effect on this call: llama.cpp constrains a call only to one"),
+    ("vLLM", TOOLS, "required", "auto", 'server-side: tool_choice "required"'),
+    ("unknown", (WEATHER_TOOL,), "auto", "auto", "no effect on this backend"),
+])
+def test_constrained_tool_calls_send_the_servers_own_constraint_and_the_page_says_which(kind, tools, first,
+                                                                                     later, says):
+    backend = OpenAIBackend("http://h:1", "m", info=remote.ServerInfo(kind))
+    start = new_state("What's the weather in Berlin?", "act", settings=Settings(constrained=True))
+    state = step(start, ScriptedBackend(()), tools)
+    assert backend.request_body(build_prompt(state, tools), state.settings)["tool_choice"] == first
+    observed = replace(state, history=state.history + (
+        AssistantMessage(tool_calls=(ToolCall("call_1", "get_weather", '{"city": "Berlin"}'),)),
+        ToolResultMessage("call_1", "12°C")))
+    assert backend.request_body(build_prompt(observed, tools), state.settings)["tool_choice"] == later
+    assert backend.request_body(build_prompt(state, tools), Settings())["tool_choice"] == "auto"
+    remote._infos[("lab", "m")] = (time.monotonic(), remote.ServerInfo(kind))
+    session = react_run.Session((start, state), 1, tools, react_run.BackendSpec(react_run.REMOTE, url="lab", model="m"),
+                                "Berlin")
+    view = html.unescape(rv.template_view(react_run.frame_of(session, FAKE_LM)))
+    assert f"⚠ Constrained tool calls: {says}" in view
+
+
+def test_a_server_prompt_count_without_the_tools_block_is_named_in_the_template_view():
+    """The issue's numbers: the server counted 87 prompt tokens where the rendered prompt holds ~500."""
+    state = step(new_state("What's the weather in Berlin?", "act"), ScriptedBackend(()), TOOLS)
+    prompt = build_prompt(state, TOOLS)
+    composition = loop._prompt_counts(loop._count(state, prompt, ScriptedBackend(())))
+    for reported, shown in ((87, True), (sum(composition.values()), False)):
+        after = replace(state, usage=(Usage(reported, 9, "server"),), composition=(composition,))
+        session = react_run.Session((state, after), 1, TOOLS, react_run.BackendSpec(react_run.REMOTE, url="lab",
+                                                                                    model="m"), "Berlin")
+        view = html.unescape(rv.template_view(react_run.frame_of(session, FAKE_LM)))
+        assert ("⚠ this server's chat template did not render the tools: it counted 87" in view) is shown
 
 
 def test_react_format_sends_its_stop_sequence_and_no_tools(stub):
@@ -420,13 +567,14 @@ def test_a_model_name_is_bounded():
 # --- a real OpenAI-compatible server: transformers serve -------------------------------------------
 
 @pytest.fixture(scope="module")
-def served(lm, tmp_path_factory):
-    """`transformers serve` on loopback with the bundled model's cached folder (+ architectures)."""
+def served_folder(lm, tmp_path_factory) -> Path:
+    """The bundled model's cached folder as `transformers serve` reads it (+ architectures), under
+    the bundled model's name, so the lab knows it serves the bundled model."""
     from agent.llm.model import _gguf_cache_dir, bundled_gguf, cache_is_valid
 
     cached = _gguf_cache_dir(bundled_gguf())
     assert cache_is_valid(cached)
-    folder = tmp_path_factory.mktemp("served") / "smollm2"
+    folder = tmp_path_factory.mktemp("served") / lm.name
     folder.mkdir()
     for f in cached.iterdir():
         if f.name not in ("config.json", "manifest.json"):
@@ -434,41 +582,68 @@ def served(lm, tmp_path_factory):
     config = json.loads((cached / "config.json").read_text())
     config.pop("quantization_config", None)  # the cache holds plain float weights
     (folder / "config.json").write_text(json.dumps({**config, "architectures": ["LlamaForCausalLM"]}))
+    return folder
+
+
+def start_serve(folder: Path) -> tuple[subprocess.Popen, str]:
+    """`transformers serve` on a free loopback port, offline; (process, base URL) once /health answers."""
     port = free_port()
     cli = shutil.which("transformers", path=str(Path(sys.executable).parent))
     proc = subprocess.Popen([cli, "serve", str(folder), "--host", "127.0.0.1", "--port", str(port),
                              "--device", "cpu", "--dtype", "float32"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             urllib.request.urlopen(url + "/health", timeout=2).read()
-            break
+            return proc, url
         except OSError:
             time.sleep(1)
-    else:
-        proc.kill()
-        pytest.fail(f"transformers serve did not start: {proc.stderr.read().decode()[-2000:]}")
-    yield url, str(folder)
+    proc.kill()
+    pytest.fail(f"transformers serve did not start: {proc.stderr.read().decode()[-2000:]}")
+
+
+def stop_serve(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(20)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def served(served_folder):
+    """(base URL, model id) of a `transformers serve` shared by this module's tests."""
+    proc, url = start_serve(served_folder)
+    yield url, str(served_folder)
+    stop_serve(proc)
 
 
 @pytest.mark.model
-def test_berlin_runs_end_to_end_on_a_real_openai_compatible_server(served):
+def test_berlin_runs_end_to_end_on_a_real_openai_compatible_server(served, lm):
+    """transformers serve: its model info says no window, and its chat template (SmolLM2's) drops
+    the tools — its own prompt count shows it, and the template view says so."""
     url, model = served
     remote.configure([f"serve={url}"], free_url=False)
     assert model in remote.list_models("serve")
+    backend = remote.backend_for("serve", model, lm.tokenizer, probe=True)
+    assert backend.info == remote.ServerInfo("unknown", None, "")
     pieces = []
-    state = new_state("What's the weather in Berlin?", "act", "native", Settings(max_steps=2, max_new_tokens=24))
-    final = run(state, remote.backend_for("serve", model), TOOLS, on_token=pieces.append)[-1]
+    state = new_state("What's the weather in Berlin?", "act", "native",
+                      Settings(max_steps=2, max_new_tokens=24, constrained=True))
+    states = run(state, backend, TOOLS, on_token=pieces.append)
+    final = states[-1]
     assert final.done and final.stop_reason not in (StopReason.BACKEND_ERROR, None)
     assert len(pieces) > 1 and final.usage and all(u.source == "server" for u in final.usage)
     assert all(u.prompt_tokens > 0 and 0 < u.completion_tokens <= 24 for u in final.usage)
+    session = react_run.Session(states, len(states) - 1, TOOLS,
+                                react_run.BackendSpec(react_run.REMOTE, url="serve", model=model), "Berlin")
+    view = html.unescape(rv.template_view(react_run.frame_of(session, lm)))
+    assert "⚠ this server's chat template did not render the tools" in view
+    assert "⚠ Constrained tool calls: no effect on this backend" in view
 
 
 @pytest.mark.model
@@ -481,6 +656,40 @@ def test_a_real_server_streams_token_by_token_and_reports_its_usage(served):
     assert len(pieces) >= 4 and "".join(pieces) == reply.text
     assert reply.usage.source == "server"  # the server's own count, not an estimate
     assert reply.usage.completion_tokens == 16 or reply.finish_reason == "stop"
+
+
+@pytest.mark.model
+def test_a_real_servers_length_stop_is_shown_as_such(served):
+    url, model = served
+    remote.configure([f"serve={url}"], free_url=False)
+    state = new_state("Tell me a long story about a dragon.", "act", "native",
+                      Settings(max_steps=1, max_new_tokens=6))
+    final = run(state, remote.backend_for("serve", model), ())[-1]
+    assert final.stop_reason == StopReason.TOKEN_LIMIT_SERVER and final.replies[-1].finish_reason == "length"
+    assert final.final_answer == "stopped: token limit (server)"
+    assert final.usage[-1].source == "server" and final.usage[-1].completion_tokens == 6
+
+
+@pytest.mark.model
+def test_a_server_killed_mid_reply_is_a_cut_reply_not_an_answer(served_folder):
+    """The issue's "killing the server 1.5 s into a reply": here at its third streamed token."""
+    proc, url = start_serve(served_folder)
+    pieces: list[str] = []
+
+    def on_token(piece: str) -> None:
+        pieces.append(piece)
+        if len(pieces) == 3:
+            proc.kill()
+    try:
+        remote.configure([f"serve={url}"], free_url=False)
+        state = new_state("Tell me a long story about a dragon.", "act", "native",
+                          Settings(max_steps=1, max_new_tokens=200))
+        final = run(state, remote.backend_for("serve", str(served_folder)), (), on_token=on_token)[-1]
+    finally:
+        stop_serve(proc)
+    assert final.stop_reason == StopReason.BACKEND_ERROR, final.final_answer
+    n = int(re.search(r"^stopped: backend error: the reply was cut off after (\d+) tokens", final.final_answer)[1])
+    assert n >= 3 and len(pieces) == n
 
 
 # --- the app as on a Space, through its own API ----------------------------------------------------

@@ -225,7 +225,7 @@ def test_parsing_what_render_wrote_gives_back_the_message(fmt):
 def test_wire_messages_native_keep_structured_calls_and_send_tools():
     messages, tools = wire_messages(Prompt(TRACE, (WEATHER_TOOL,), Fmt.NATIVE))
     assert tools == [WEATHER_TOOL.schema()]
-    assert messages[2] == {"role": "assistant", "content": None, "tool_calls": [BERLIN.to_dict()]}
+    assert messages[2] == {"role": "assistant", "content": "", "tool_calls": [BERLIN.to_dict()]}  # never null
     assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "content": "12°C, rainy"}
 
 

@@ -243,6 +243,7 @@ body { font-size: var(--body-text-size); }
 .rh-legend, .rt-legend { font-size: 0.75em; opacity: 0.8; margin-top: 0.3em; }
 .rt { font-size: 15px; }
 .rt-head { font-size: 17px; margin-bottom: 0.2em; }
+.rt-note { color: #b45309; font-weight: 600; margin-bottom: 0.2em; }
 .rt-scroll { display: flex; flex-direction: column-reverse; max-height: 52vh; overflow-y: auto;
   border: 1px solid rgba(127, 127, 127, 0.4); border-radius: 6px; }
 .rt-text { font-family: ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap;

@@ -12,9 +12,13 @@ What it knows:
                    redirect (a 3xx is an error), and closes the socket when the whole request's
                    wall-clock budget is spent, whatever the server drips.
     read_capped / lines   at most MAX_REPLY_BYTES of reply, within the same budget.
-  OpenAIBackend POSTs {base}/v1/chat/completions with "stream": true and assembles the server-sent
-  events (content and index-keyed tool_call deltas, the usage chunk); on_token gets only new text.
+  OpenAIBackend POSTs {base}/v1/chat/completions with "stream": true (and, with tools, a tool_choice:
+  agent.llm.server_info.tool_choice) and assembles the server-sent events (content and index-keyed
+  tool_call deltas, a name repeated in every chunk taken once, the usage chunk); on_token gets only
+  new text. A stream that ends before a finish_reason or [DONE] is a cut reply, an error.
   No error message ever holds bytes of a reply body.
+  probe / server_info: what a server says about itself (llama.cpp's GET /props, vLLM's
+  GET /v1/models) → agent.llm.server_info.ServerInfo, remembered a few minutes per (server, model).
 
 What it does not know: the loop, the page, or how tools run.
 """
@@ -33,15 +37,16 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from agent.backends import BackendError, BackendReply, OnToken, Settings
+from agent.backends import BackendError, BackendReply, OnToken, Settings, observed
 from agent.budget import Usage
+from agent.llm.server_info import ServerInfo, tool_choice, window_from_models, window_from_props
 from agent.messages import ToolCall
 from agent.template import Prompt, stop_sequences, wire_messages
 
 MAX_REPLY_BYTES = 1_000_000  # the whole reply, stream included
 MAX_URL_CHARS = 500
 RESOLVE_TIMEOUT_S = 3.0
-MAX_MODELS = 200
+MAX_MODELS = 200  # also agent.llm.server_info.MAX_MODELS
 
 # --- the guard -----------------------------------------------------------------------------------
 
@@ -55,6 +60,10 @@ PUBLIC = frozenset()  # everyone else: public addresses only
 
 class RemoteRefused(BackendError):
     """The guard refused a request; the message says why and never echoes a reply body."""
+
+
+class ConnectionLost(RemoteRefused):
+    """The connection failed while a reply was read (neither the time budget nor the byte cap)."""
 
 
 def address_kind(ip: str) -> str | None:
@@ -236,7 +245,7 @@ def _guarded(ex: Exchange, read):
     except (OSError, http.client.HTTPException, ValueError) as e:
         if time.monotonic() >= ex.deadline or isinstance(e, TimeoutError):
             raise RemoteRefused(f"{ex.target.url} did not finish within its time budget (timed out)") from None
-        raise RemoteRefused(f"the connection to {ex.target.url} failed: {e.__class__.__name__}") from None
+        raise ConnectionLost(f"the connection to {ex.target.url} failed: {e.__class__.__name__}") from None
     ex.received += len(data)
     if ex.received > MAX_REPLY_BYTES:
         raise RemoteRefused(f"the reply from {ex.target.url} is over {MAX_REPLY_BYTES:,} bytes: cut off")
@@ -279,7 +288,7 @@ class Server:
     api_key: str | None = None
 
 
-_config: dict = {"servers": (), "free_url": False, "free_allow": PUBLIC}
+_config: dict = {"servers": (), "free_url": False, "free_allow": PUBLIC, "window": None}
 
 
 def parse_server(entry: str) -> Server:
@@ -298,11 +307,16 @@ def parse_server(entry: str) -> Server:
     return Server(label.strip() or f"{host}:{port}", url.strip())
 
 
-def configure(servers: Sequence[str], free_url: bool, *, free_url_private: bool = False) -> None:
+def configure(servers: Sequence[str], free_url: bool, *, free_url_private: bool = False,
+              context_window: int | None = None) -> None:
     """The operator's choice, once at start: the allowed servers (each `URL` or `label=URL`), whether
-    a visitor may type a URL, and whether such a URL may be loopback/private (local mode only)."""
+    a visitor may type a URL, whether such a URL may be loopback/private (local mode only), and the
+    context window of a server whose model info does not say (`--remote-context`)."""
     parsed = tuple(parse_server(s) for s in servers if s.strip())
-    _config.update(servers=parsed, free_url=bool(free_url), free_allow=LOCAL if free_url_private else PUBLIC)
+    if context_window is not None and not 256 <= int(context_window) <= 10_000_000:
+        raise RemoteRefused(f"a server's context window is 256 to 10,000,000 tokens, got {context_window}")
+    _config.update(servers=parsed, free_url=bool(free_url), free_allow=LOCAL if free_url_private else PUBLIC,
+                   window=None if context_window is None else int(context_window))
 
 
 def servers() -> tuple[Server, ...]:
@@ -325,12 +339,65 @@ def _where(server: str) -> tuple[str, str | None, frozenset[str]]:
     return server, None, _config["free_allow"]
 
 
-def backend_for(server: str, model: str) -> OpenAIBackend:
-    """The backend for a listed server's label, or a URL when free URLs are allowed."""
+def backend_for(server: str, model: str, tokenizer=None, *, probe: bool = False) -> OpenAIBackend:
+    """The backend for a listed server's label, or a URL when free URLs are allowed. `tokenizer`:
+    the served model's, where the lab has it (counts without a usage chunk are then exact). probe:
+    ask the server for its kind and window first (`server_info`); else the operator's window."""
     if not isinstance(model, str) or not model.strip() or len(model) > 200:
         raise RemoteRefused("a server model name has 1 to 200 characters")
     base, key, allow = _where(str(server).strip())
-    return OpenAIBackend(base, model.strip(), key, allow=allow)
+    info = server_info(server, model.strip()) if probe else known_info(server, model.strip())
+    return OpenAIBackend(base, model.strip(), key, info.context_window, tokenizer, allow=allow, info=info)
+
+
+# --- what a server says about itself ---------------------------------------------------------------
+
+PROBE_S = 3.0
+INFO_TTL_S = 300.0
+
+
+_infos: dict[tuple[str, str], tuple[float, ServerInfo]] = {}
+
+
+def _get_json(url: str, key: str | None, allow: frozenset[str]) -> object:
+    """GET url → parsed JSON, or None for any failure (a probe never stops a run)."""
+    try:
+        return json.loads(fetch(check_url(url, allow), "GET", None, _headers(key), PROBE_S))
+    except (BackendError, ValueError):
+        return None
+
+
+def probe(server: str, model: str) -> ServerInfo:
+    """Ask the server: llama.cpp answers GET /props (n_ctx), vLLM lists max_model_len in /v1/models;
+    anything else is "unknown" with the operator's window (--remote-context), if any."""
+    base, key, allow = _where(str(server).strip())
+    v1 = api_base(base)
+    n = window_from_props(_get_json(v1.removesuffix("/v1") + "/props", key, allow))
+    if n:
+        return ServerInfo("llama.cpp", n, "/props n_ctx")
+    n = window_from_models(_get_json(v1 + "/models", key, allow), model)
+    if n:
+        return ServerInfo("vLLM", n, "/v1/models max_model_len")
+    return known_info(server, model, probed=True)
+
+
+def known_info(server: str, model: str, probed: bool = False) -> ServerInfo:
+    """What is known without a request: a recent probe's answer, else the operator's window."""
+    hit = None if probed else _infos.get((str(server).strip(), model))
+    if hit is not None and time.monotonic() - hit[0] < INFO_TTL_S:
+        return hit[1]
+    window = _config["window"]
+    return ServerInfo("unknown", window, "operator setting" if window else "")
+
+
+def server_info(server: str, model: str) -> ServerInfo:
+    """probe(), remembered for INFO_TTL_S per (server, model)."""
+    key = (str(server).strip(), model)
+    hit = _infos.get(key)
+    if hit is None or time.monotonic() - hit[0] >= INFO_TTL_S:
+        hit = (time.monotonic(), probe(server, model))
+        _infos[key] = hit
+    return hit[1]
 
 
 def api_base(base_url: str) -> str:
@@ -371,9 +438,11 @@ class OpenAIBackend:
     and wall-clock time (settings.timeout_s)."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 context_window: int | None = None, tokenizer=None, *, allow: frozenset[str] = PUBLIC):
+                 context_window: int | None = None, tokenizer=None, *, allow: frozenset[str] = PUBLIC,
+                 info: ServerInfo | None = None):
         self.url = api_base(base_url) + "/chat/completions"
         self.model, self.api_key, self.allow = model, api_key, allow
+        self.info = info or ServerInfo("unknown", context_window)
         self.context_window, self.tokenizer = context_window, tokenizer
         self.name = f"{model} @ {api_base(base_url)}"
 
@@ -384,6 +453,8 @@ class OpenAIBackend:
                       "seed": settings.seed, "stream": True, "stream_options": {"include_usage": True}}
         if tools:
             body["tools"] = tools
+            names = tuple(t["function"]["name"] for t in tools)
+            body["tool_choice"] = tool_choice(self.info.kind, names, settings.constrained, not observed(prompt))[0]
         if stop_sequences(prompt.fmt):
             body["stop"] = list(stop_sequences(prompt.fmt))
         return body
@@ -398,7 +469,7 @@ class OpenAIBackend:
                 if on_token is not None and reply.text:
                     on_token(reply.text)
                 return reply
-            return read_stream(lines(ex), on_token, self.url)
+            return read_stream(lines(ex), on_token, self.url, self.context_window)
         finally:
             ex.close()
 
@@ -410,7 +481,8 @@ class _Assembly:
         self.on_token, self.text, self.thought = on_token, [], []
         self.calls: dict[int, dict] = {}
         self.usage: Usage | None = None
-        self.finish = "stop"
+        self.finish: str | None = None  # None until the server names one: a cut stream never does
+        self.pieces = 0  # the deltas that carried text or a call: one token each on every server seen
 
     def feed(self, chunk: dict) -> None:
         if chunk.get("usage"):
@@ -422,7 +494,8 @@ class _Assembly:
             self._text(delta.get("reasoning_content"), self.thought, None)
             for c in delta.get("tool_calls") or ():
                 self._call(c)
-            self.finish = str(choice.get("finish_reason") or self.finish)
+            self.pieces += bool(delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"))
+            self.finish = str(choice.get("finish_reason") or self.finish or "") or None
 
     @staticmethod
     def _text(piece, parts: list, on_token: OnToken | None) -> None:
@@ -438,7 +511,9 @@ class _Assembly:
         slot = self.calls.setdefault(int(c.get("index", len(self.calls))), {"id": "", "name": "", "args": []})
         slot["id"] = str(c.get("id") or slot["id"])
         fn = c.get("function") or {}
-        slot["name"] += str(fn.get("name") or "")
+        name = str(fn.get("name") or "")
+        if name != slot["name"]:  # a server that constrains a call repeats the whole name in every chunk
+            slot["name"] += name
         args = fn.get("arguments")
         slot["args"].append(args if isinstance(args, str) else json.dumps(args) if args is not None else "")
         if len(self.calls) > 64:
@@ -450,15 +525,29 @@ class _Assembly:
         if any(not c.name for c in calls):
             raise _Malformed("a tool call without a name")
         return BackendReply("".join(self.text), calls or None, thought="".join(self.thought),
-                            usage=self.usage, finish_reason=self.finish)
+                            usage=self.usage, finish_reason=self.finish or "stop", from_server=True)
 
 
 class _Malformed(ValueError):
     """A reply that breaks the wire format; its message is ours, never the server's bytes."""
 
 
-def read_stream(events: Iterator[bytes], on_token: OnToken | None, url: str = "the server") -> BackendReply:
+EMPTY_STREAM = ("the server answered HTTP 200 with an empty stream: the prompt may exceed the server's "
+                "context window")
+
+
+def cut_off(pieces: int) -> str:
+    """What a reply that stopped before its end is called (the loop prefixes "backend error: ")."""
+    return f"the reply was cut off after {pieces} token{'s' * (pieces != 1)}"
+
+
+def read_stream(events: Iterator[bytes], on_token: OnToken | None, url: str = "the server",
+                window: int | None = None) -> BackendReply:
     """Server-sent events (`data: {chunk}` lines, ended by `data: [DONE]`) → BackendReply.
+
+    A reply is whole once the server named a finish_reason or sent [DONE] (transformers serve
+    ends with the finish chunk and no [DONE]); a stream that ends, or whose connection fails,
+    before either is a cut reply, never an answer. An empty stream names its likely cause.
 
     >>> out = []
     >>> r = read_stream(iter([b'data: {"choices":[{"delta":{"content":"Hel"}}]}\\n', b'\\n',
@@ -467,6 +556,10 @@ def read_stream(events: Iterator[bytes], on_token: OnToken | None, url: str = "t
     ...                       b'data: [DONE]\\n']), out.append)
     >>> out, r.text, r.usage.prompt_tokens, r.usage.completion_tokens, r.finish_reason
     (['Hel', 'lo'], 'Hello', 5, 2, 'stop')
+    >>> read_stream(iter([b'data: {"choices":[{"delta":{"content":"Once upon"}}]}\\n']), None)
+    Traceback (most recent call last):
+    ...
+    agent.backends.BackendError: the reply was cut off after 1 token
     """
     acc, n, done = _Assembly(on_token), 0, False
     try:
@@ -483,13 +576,22 @@ def read_stream(events: Iterator[bytes], on_token: OnToken | None, url: str = "t
             if not isinstance(chunk, dict):
                 raise _Malformed(f"event {n} is a JSON {type(chunk).__name__}, not an object")
             acc.feed(chunk)
-        if not done and n == 0:
-            raise _Malformed("the stream ended without a single event")
-        return acc.reply()
+    except ConnectionLost as e:
+        if not acc.pieces:
+            raise
+        raise BackendError(f"{cut_off(acc.pieces)} ({e})") from None
     except _Malformed as e:
         raise BackendError(f"malformed reply from {url}: {e}") from None
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
         raise BackendError(f"malformed reply from {url}: {e.__class__.__name__} in event {n}") from None
+    if n == 0:
+        raise BackendError(EMPTY_STREAM + (f" ({window:,} tokens)" if window else ""))
+    if not done and acc.finish is None:
+        raise BackendError(cut_off(acc.pieces))
+    try:
+        return acc.reply()
+    except _Malformed as e:
+        raise BackendError(f"malformed reply from {url}: {e}") from None
 
 
 def parse_chat_completion(raw: bytes, url: str = "the server") -> BackendReply:
@@ -511,7 +613,7 @@ def parse_chat_completion(raw: bytes, url: str = "the server") -> BackendReply:
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
         raise BackendError(f"malformed reply from {url}: {e.__class__.__name__}") from None
     return BackendReply(content, calls or None, thought=str(message.get("reasoning_content") or ""),
-                        usage=tokens, finish_reason=str(choice.get("finish_reason") or "stop"))
+                        usage=tokens, finish_reason=str(choice.get("finish_reason") or "stop"), from_server=True)
 
 
 def _wire_call(c: dict) -> ToolCall:

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from agent.budget import breakdown
 from agent.context.memory import Memory
-from agent.loop import LINE_COMPACT, PSEUDO_CODE_NOTES, State, build_prompt
+from agent.loop import LINE_COMPACT, PSEUDO_CODE_NOTES, State, budget_of, build_prompt
 from agent.parameters import number
 from agent.settings import COMPACT_RANGE, MAX_FEW_SHOT, Settings
 from agent.tools import Tool
@@ -95,7 +95,7 @@ def pseudocode(state: State, *, running: bool = False) -> str:
 
 
 def compaction_line(states: tuple[State, ...], index: int, tools: tuple[Tool, ...], tokenizer,
-                    window: int) -> str:
+                    window: int | None) -> str:
     """Under the budget bar, from the last compaction up to the shown state: the prompt before it
     → after it (the same counts as the bar)."""
     j = next((k for k in range(index, 0, -1) if compacted_here(states[k])), None)
@@ -104,7 +104,7 @@ def compaction_line(states: tuple[State, ...], index: int, tools: tuple[Tool, ..
 
     def tokens(state: State) -> int:
         s = state.settings
-        return breakdown(build_prompt(state, tools), tokenizer, s.context_budget or window,
+        return breakdown(build_prompt(state, tools), tokenizer, budget_of(s.context_budget, window),
                          s.max_new_tokens).prompt_tokens
 
     before, after = tokens(states[j - 1]), tokens(states[j])

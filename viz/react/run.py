@@ -30,11 +30,13 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from agent import loop
-from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
+from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings, observed
+from agent.budget import tools_unrendered
 from agent.context.memory import Memory
 from agent.llm import remote
+from agent.llm.server_info import serves_bundled, tool_choice
 from agent.llm.weights import DEFAULT_WEIGHTS
-from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
+from agent.loop import Phase, State
 from agent.mcp.client import BUILT_IN
 from agent.messages import SystemMessage
 from agent.parameters import SEED_MAX, number
@@ -368,7 +370,20 @@ def make_backend(spec: BackendSpec, lm, cancel: threading.Event | None = None):
         return ScriptedBackend(spec.replies, lm.tokenizer, lm.context_window)
     if spec.kind == LOCAL:
         return LocalBackend(lm, cancel=cancel, weights=spec.weights)  # Stop (or a closed page) sets `cancel`
-    return remote.backend_for(spec.url, spec.model)
+    return remote.backend_for(spec.url, spec.model, served_tokenizer(spec, lm), probe=True)
+
+
+def served_tokenizer(spec: BackendSpec, lm):
+    """The lab's tokenizer when the server serves the bundled model (exact counts), else None."""
+    return lm.tokenizer if serves_bundled(spec.model, lm.name) else None
+
+
+def _counter(s: Session, lm) -> tuple:
+    """(tokenizer, window) the views count with. A server's model: the lab's tokenizer only when it
+    serves the bundled model; its window as the server said (or the operator set), else unknown."""
+    if s.backend.kind != REMOTE:
+        return lm.tokenizer, lm.context_window
+    return served_tokenizer(s.backend, lm), remote.known_info(s.backend.url, s.backend.model).context_window
 
 
 def streamed(call: Callable[[Callable[[str], None]], State],
@@ -429,16 +444,30 @@ def one_phase(s: Session, lm) -> Iterator[tuple[State | None, str]]:
 
 
 def frame_of(s: Session, lm) -> rv.Frame:
-    """The data of the shown state's views. A server's model has no tokenizer here: its string
-    is the ChatML rendering and its counts are estimates."""
-    remote = s.backend.kind == REMOTE
-    return rv.frame(s.states, s.index, s.tools, None if remote else lm.tokenizer,
-                    DEFAULT_CONTEXT_WINDOW if remote else lm.context_window)
+    """The data of the shown state's views. A server's model (unless it is the bundled one) has no
+    tokenizer here: its string is the ChatML rendering and its counts are estimates."""
+    f = rv.frame(s.states, s.index, s.tools, *_counter(s, lm))
+    return replace(f, notes=server_notes(s, f.state)) if s.backend.kind == REMOTE else f
 
 
-def _counter(s: Session, lm) -> tuple:
-    """(tokenizer, window) the views count with: none for a server's model (estimates)."""
-    return (None, DEFAULT_CONTEXT_WINDOW) if s.backend.kind == REMOTE else (lm.tokenizer, lm.context_window)
+def server_notes(s: Session, state: State) -> tuple[str, ...]:
+    """What the template view must add for a server: tools its chat template left out (its own
+    prompt count says so), and what "Constrained tool calls" does there."""
+    notes = []
+    if state.usage and state.composition and tools_unrendered(state.usage[-1], state.composition[-1]):
+        u, tools = state.usage[-1], state.composition[-1].get("tools", 0)
+        notes.append(f"this server's chat template did not render the tools: it counted {u.prompt_tokens:,} "
+                     f"prompt tokens, the tool schemas below alone are {tools:,} — the model never saw them")
+    prompt = loop.build_prompt(state, s.tools)
+    if state.settings.constrained and prompt.tools:
+        if prompt.fmt == Fmt.REACT_TEXT:
+            notes.append("Constrained tool calls: no effect on this backend in the ReAct text format "
+                         "(a server constrains only native tool calls)")
+        else:
+            kind = remote.known_info(s.backend.url, s.backend.model).kind
+            names = tuple(t.name for t in prompt.tools)
+            notes.append("Constrained tool calls: " + tool_choice(kind, names, True, not observed(prompt))[1])
+    return tuple(notes)
 
 
 def specials_of(s: Session, lm) -> tuple[str, ...]:
@@ -450,8 +479,11 @@ def specials_of(s: Session, lm) -> tuple[str, ...]:
 def html_views(s: Session, lm, show_tokens) -> tuple[str, ...]:
     """(pseudo-code, history, template, budget, growth, stop) of the shown state."""
     f = frame_of(s, lm)
-    label = ("no tokenizer for the server's model: ⌈characters / 4⌉"
-             if s.backend.kind == REMOTE else f"{lm.name} tokenizer")
+    label = f"{lm.name} tokenizer"
+    if s.backend.kind == REMOTE and f.breakdown.exact:
+        label = f"{lm.name} tokenizer (the server serves the bundled model)"
+    elif s.backend.kind == REMOTE:
+        label = "no tokenizer for the server's model: ⌈characters / 4⌉"
     return (rc.pseudocode(f.state), rv.history_view(f.state, f.new_history),
             rv.template_view(f, specials_of(s, lm), show_tokens=bool(show_tokens)),
             rv.budget_view(f.breakdown, label, f.usage)

@@ -40,6 +40,7 @@ from agent.loop import (
     Phase,
     State,
     StopReason,
+    budget_of,
     build_prompt,
 )
 from agent.messages import (
@@ -72,6 +73,8 @@ STOP_WHY = {
     StopReason.BACKEND_ERROR: "line 3: the model call failed",
     StopReason.TOKEN_LIMIT: "line 3: the reply ran to the reply-token limit (finish_reason length) — cut, "
                             "so not a final answer; raise Reply tokens or Fork with more",
+    StopReason.TOKEN_LIMIT_SERVER: "line 3: the server ended the reply with finish_reason length (its "
+                                   "max_tokens, the Reply tokens, was reached) — cut, so not a final answer",
     StopReason.REPETITION: "the repetition check: the same call with the same arguments a third time. "
                            "The harness cannot make a greedy model write something else — its ERROR "
                            "message after the second call changes the context, rarely the reply (a "
@@ -101,6 +104,7 @@ class Frame:
     new_history: int  # history[new_history:] was added since the previous model call
     new_prompt: int  # the same, for the messages of `rendered`
     usage: Usage | None  # the backend's own count for the call just made
+    notes: tuple[str, ...] = ()  # what the backend did to this prompt that the string cannot show
 
 
 def made_call(state: State) -> bool:
@@ -132,12 +136,12 @@ def reply_text(reply: BackendReply, fmt: Fmt) -> str:
 
 
 def frame(states: tuple[State, ...], index: int, tools: tuple[Tool, ...], tokenizer,
-          window: int) -> Frame:
+          window: int | None) -> Frame:
     """Everything the views of states[index] need; the counts come from agent.budget.breakdown."""
     state = states[index]
     sent = index > 0 and made_call(state)
     prompt = build_prompt(states[index - 1] if sent else state, tools)
-    counts = breakdown(prompt, tokenizer, state.settings.context_budget or window,
+    counts = breakdown(prompt, tokenizer, budget_of(state.settings.context_budget, window),
                        state.settings.max_new_tokens)
     reply = reply_text(state.replies[-1], prompt.fmt) if sent and state.replies else None
     new_prompt = new_from(states, index - 1 if sent else index)
@@ -349,6 +353,7 @@ def template_view(f: Frame, specials: tuple[str, ...] = (), *, show_tokens: bool
         f'data-prompt-tokens="{f.breakdown.prompt_tokens}">'
         f'<div class="rt-head">{esc(_template_head(f, streaming is not None))} · '
         f'<b>{f.breakdown.prompt_tokens:,} tokens</b>{shown}</div>'
+        + "".join(f'<div class="rt-note" role="note">⚠ {esc(n)}</div>' for n in f.notes) +
         f'<div class="rt-scroll"><pre class="rt-text"><span class="rt-prompt">'
         f'{string_html(f.rendered, specials, f.new_prompt, offsets)}</span>{tail}</pre></div>'
         '<div class="rt-legend"><span class="sp">special token</span> · <span class="nw">new since '
@@ -387,6 +392,10 @@ def budget_view(b: Breakdown, tokenizer_label: str, usage: Usage | None = None) 
         reported = (f'<div class="rb-usage">{who} on this call: prompt_tokens '
                     f'{usage.prompt_tokens:,} · completion_tokens {usage.completion_tokens:,}'
                     '</div>')
+    elif usage is not None and usage.source == "estimate":  # never silently: say it is a guess
+        reported = (f'<div class="rb-usage estimate">no usage from the server on this call: prompt_tokens '
+                    f'≈ {usage.prompt_tokens:,} · completion_tokens ≈ {usage.completion_tokens:,}, '
+                    'estimated as ⌈characters / 4⌉</div>')
     return (
         f'<div class="rb" data-budget="{b.budget}" data-prompt-tokens="{b.prompt_tokens}" '
         f'data-exact="{int(b.exact)}"><div class="rb-head">Context budget: <b>{b.prompt_tokens:,}'
