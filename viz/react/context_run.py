@@ -21,15 +21,14 @@ from dataclasses import replace
 
 from agent.budget import breakdown
 from agent.context.memory import Memory
+from agent.controls import REACT
 from agent.loop import LINE_COMPACT, PSEUDO_CODE_NOTES, State, build_prompt
-from agent.parameters import number
-from agent.settings import COMPACT_RANGE, MAX_FEW_SHOT, Settings
+from agent.settings import Settings
 from agent.tools import Tool
 from viz.react import views as rv
 from viz.render import esc
 
-FEW_SHOT_CHOICES = tuple(range(MAX_FEW_SHOT + 1))
-COMPACT_PERCENT = (round(100 * COMPACT_RANGE[0]), round(100 * COMPACT_RANGE[1]), 5)  # low, high, step
+FEW_SHOT_CHOICES = tuple(range(REACT["few_shot"].low, REACT["few_shot"].high + 1))
 CONTEXT_FIELDS = ("few_shot", "retrieve", "retrieve_k", "memory", "compact_at")
 
 
@@ -44,12 +43,11 @@ def checked_context(settings: Settings, c) -> tuple[Settings, Memory]:
     Traceback (most recent call last):
     ValueError: Few-shot exemplars must lie in 0 … 3, got 7
     """
-    few = number(c.few_shot, "Few-shot exemplars", 0, MAX_FEW_SHOT, integer=True)
+    few = REACT["few_shot"].check(c.few_shot)
     for value, name in ((c.retrieve, "Retrieved documents"), (c.memory, "Memory"), (c.compact, "Compact")):
         if not isinstance(value, bool):
             raise ValueError(f"{name} is on or off (true/false), got {value!r}")
-    low, high, _ = COMPACT_PERCENT
-    at = number(c.compact_at, "Compact at (%)", low, high) / 100 if c.compact else None
+    at = REACT["compact_at"].check(c.compact_at) / 100 if c.compact else None
     settings = replace(settings, few_shot=few, retrieve=c.retrieve, memory=c.memory,
                        compact_at=round(at, 4) if at is not None else None)
     settings.check()
@@ -72,7 +70,7 @@ def compact_percent(recorded: Settings) -> tuple[bool, int]:
     ((True, 60), (False, 80))
     """
     at = recorded.compact_at
-    return (at is not None, round(100 * at) if at is not None else 80)
+    return (at is not None, round(100 * at) if at is not None else REACT["compact_at"].default)
 
 
 def compacted_here(state: State) -> bool:

@@ -6,13 +6,14 @@ loaded from a file, stepped (a real model's reply streamed) and drawn as the six
     for new_state, text in one_phase(s, lm): …         # text: the reply so far, while it streams
     html_views(s, lm, show_tokens)                       # (pseudo-code, history, template, budget, growth, stop)
 
-What it knows: the Task, Backend, Mode and Output format choices and their labels, every bound
-on a control (LIMITS, MAX_TASK_CHARS, …) and every run default (`default_choices`) — one place
-for each, read by the layout (viz/react/tab.py), the handlers (viz/react/handlers.py) and the
-deep links. A Session holds the tuple of loop States recorded so far and the index shown; it
-keeps no rendered HTML (only digests of the views last sent, to skip unchanged ones). The
-OpenAI-compatible server is one the operator allowed, chosen by label (or, only where
-agent.llm.remote.free_url_allowed(), a typed URL); agent.llm.remote guards every request to it.
+What it knows: the Task, Backend, Mode and Output format choices and their labels, the text
+bounds (MAX_TASK_CHARS, …) and every run default (`default_choices`) — one place for each, read
+by the layout (viz/react/tab.py), the handlers (viz/react/handlers.py) and the deep links. The
+numeric controls' bounds, steps and defaults are the registry's (agent/controls.py `REACT`).
+A Session holds the tuple of loop States recorded so far and the index shown; it keeps no rendered
+HTML (only digests of the views last sent, to skip unchanged ones). The OpenAI-compatible server is
+one the operator allowed, chosen by label (or, only where agent.llm.remote.free_url_allowed(), a
+typed URL); agent.llm.remote guards every request to it.
 
 What it does not know: Gradio, or how the loop, a backend, the template or the budget work inside.
 """
@@ -32,12 +33,12 @@ from urllib.parse import urlparse
 from agent import loop
 from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings
 from agent.context.memory import Memory
+from agent.controls import REACT, RUN
 from agent.llm import remote
 from agent.llm.weights import DEFAULT_WEIGHTS
 from agent.loop import DEFAULT_CONTEXT_WINDOW, Phase, State
 from agent.mcp.client import BUILT_IN
 from agent.messages import SystemMessage
-from agent.parameters import SEED_MAX, number
 from agent.recording import RecordedRun, load_run, run_from_dict, shipped_runs, start_state, tools_of
 from agent.sandbox import code_tool_enabled
 from agent.template import Fmt, Mode, system_prompt
@@ -72,16 +73,12 @@ FORMATS = {"native tool calls": Fmt.NATIVE, "ReAct text": Fmt.REACT_TEXT}
 MODE_LABEL = {v: k for k, v in MODES.items()}
 FMT_LABEL = {v: k for k, v in FORMATS.items()}
 MAX_TASK_CHARS = 2_000
-MIN_BUDGET = 256
+MIN_BUDGET = REACT["budget"].low
 REMOTE_WINDOW = 1_048_576  # a server's window is unknown: its budget may go up to this
 CALL_LIMIT_S = 60.0  # wall-clock limit of one model call
 STREAM_EVERY_S = 0.1  # a streamed reply is redrawn at most this often
 MAX_RUN_BYTES = 2_000_000
 MAX_RUN_REPLIES = 100
-# (low, high, step) of each numeric setting: the sliders' ranges and the server's checks
-LIMITS = {"max_steps": (1, 20, 1), "reply_tokens": (8, 1024, 8), "temperature": (0, 2, 0.05),
-          "top_p": (0.05, 1, 0.01), "seed": (0, SEED_MAX, 1)}
-RUN = Settings()  # the run defaults: MAX_STEPS, reply tokens, temperature, top-p, seed
 
 
 @dataclass(frozen=True)
@@ -112,7 +109,7 @@ class Choices:
     retrieve: bool = RUN.retrieve  # BM25 passages before the first call,
     memory: bool = RUN.memory  # the session's facts and the `remember` tool,
     compact: bool = False  # compaction on, …
-    compact_at: int = 80  # … past this % of the budget;
+    compact_at: int = REACT["compact_at"].default  # … past this % of the budget;
     facts: Memory = Memory()  # the browser session's facts (a gr.State: never sent by a visitor)
     tools_from: str = BUILT_IN  # "Tools from": agent.mcp.client.sources()
     tool_set: str = rt.DEFAULT_TOOL_SET  # a typed task's tools: agent.tools.tool_sets()
@@ -193,16 +190,12 @@ def checked_settings(window: int, max_steps, budget, reply_tokens, temperature=0
     >>> checked_settings(8192, 3, 512, 64).context_budget
     512
     """
-    def bounded(value, name, key, integer=True):
-        return number(value, name, LIMITS[key][0], LIMITS[key][1], integer=integer)
-
     return Settings(
-        max_steps=bounded(max_steps, "MAX_STEPS", "max_steps"),
-        context_budget=number(budget, "Context budget", MIN_BUDGET, window, integer=True),
-        max_new_tokens=bounded(reply_tokens, "Reply tokens", "reply_tokens"),
-        temperature=bounded(temperature, "Temperature", "temperature", False),
-        top_p=bounded(top_p, "Top-p", "top_p", False), seed=bounded(seed, "Seed", "seed"),
-        constrained=bool(constrained), timeout_s=CALL_LIMIT_S)
+        max_steps=REACT["max_steps"].check(max_steps),
+        context_budget=REACT["budget"].check(budget, high=window),
+        max_new_tokens=REACT["reply_tokens"].check(reply_tokens),
+        temperature=REACT["temperature"].check(temperature), top_p=REACT["top_p"].check(top_p),
+        seed=REACT["seed"].check(seed), constrained=bool(constrained), timeout_s=CALL_LIMIT_S)
 
 
 def checked(lm, c: Choices) -> Controls:

@@ -29,13 +29,15 @@ from functools import partial
 
 import gradio as gr
 
+from agent.controls import REACT
 from agent.llm import remote
+from viz.controls import number_box, slider
 from viz.react import context as ctx
 from viz.react import handlers as h
 from viz.react import post_training, run
 from viz.react import tools_tab as tt
 from viz.react.handlers import LINK_CHOICES  # noqa: F401 (app.py reads it here)
-from viz.react.run import BACKENDS, FORMATS, LIMITS, MODES, TASKS, Choices
+from viz.react.run import BACKENDS, FORMATS, MODES, TASKS, Choices
 
 SESSION_TTL_S = 2 * 3600  # a tab's run is forgotten this long after its last update
 
@@ -204,10 +206,6 @@ def _views(d: dict, html: tuple[str, ...]) -> None:
 
 
 def _settings(d: dict, c: Choices, growth: str) -> None:
-    def slider(name: str, label: str, value):
-        low, high, step = LIMITS[name]
-        d[name] = gr.Slider(low, high, value=value, step=step, label=label)
-
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             d["growth_html"] = gr.HTML(growth, elem_id="react-growth", js_on_load=None)
@@ -215,15 +213,13 @@ def _settings(d: dict, c: Choices, growth: str) -> None:
             with gr.Accordion("Settings: MAX_STEPS, context budget, reply tokens, sampling",
                               open=False):
                 with gr.Row():
-                    slider("max_steps", "MAX_STEPS", c.max_steps)
-                    d["budget"] = gr.Number(c.budget, precision=0, minimum=run.MIN_BUDGET,
-                                            maximum=run.REMOTE_WINDOW, label="Context budget (tokens)")
-                    slider("reply_tokens", "Reply tokens (reserved)", c.reply_tokens)
+                    d["max_steps"] = slider(REACT["max_steps"], c.max_steps)
+                    d["budget"] = number_box(REACT["budget"], c.budget, high=run.REMOTE_WINDOW)
+                    d["reply_tokens"] = slider(REACT["reply_tokens"], c.reply_tokens)
                 with gr.Row():
-                    slider("temperature", "Temperature", c.temperature)
-                    slider("top_p", "Top-p", c.top_p)
-                    low, high, _ = LIMITS["seed"]
-                    d["seed"] = gr.Number(c.seed, precision=0, minimum=low, maximum=high, label="Seed")
+                    d["temperature"] = slider(REACT["temperature"], c.temperature)
+                    d["top_p"] = slider(REACT["top_p"], c.top_p)
+                    d["seed"] = number_box(REACT["seed"], c.seed)
             ctx.layout(d, c)
             _files(d)
 
