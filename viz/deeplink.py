@@ -19,8 +19,7 @@ from agent.controls import LINKED
 
 TABS = ("sampling", "react")
 MAX_PROMPT_CHARS = 2_000  # a link stays a link; longer prompts are typed, not linked
-
-
+Choices = dict[str, dict[str, str]]  # a field → {stable name: the label its control shows}
 
 @dataclass(frozen=True)
 class Link:
@@ -37,9 +36,33 @@ def _number(key: str, raw: str):
         return None, str(e)
 
 
-def parse(params: dict[str, str], choices: dict[str, tuple[str, ...]]) -> Link:
-    """Checked values from query parameters; ``choices`` lists the allowed values of each text field
-    with fixed options (mode, constraint, task, backend, …). Free text: prompt, task_text."""
+def named(labels, names=None) -> dict[str, str]:
+    """{stable name: label} for a field's options; without `names` a label is its own name.
+
+    >>> named(("Raw text", "Chat message"), ("raw", "chat"))
+    {'raw': 'Raw text', 'chat': 'Chat message'}
+    """
+    labels = tuple(labels)
+    return dict(zip(labels if names is None else tuple(names), labels, strict=True))
+
+
+def _choice(raw: str, options) -> str | None:
+    """The label a link's value names: a stable name, or (a link written before the names) the
+    label itself; None when it names neither. Options without names: a tuple of labels."""
+    options = options if isinstance(options, dict) else named(options)
+    if raw in options:
+        return options[raw]
+    return raw if raw in options.values() else None
+
+
+def parse(params: dict[str, str], choices: Choices) -> Link:
+    """Checked values from query parameters; ``choices`` gives the options of each text field with
+    fixed options (mode, constraint, task, backend, …) as {stable name: label}: a link may name
+    either, and the value is the label the control shows. Free text: prompt, task_text.
+
+    >>> parse({"task": "berlin-weather"}, {"task": {"berlin-weather": "Berlin (the trace)"}}).values
+    {'task': 'Berlin (the trace)'}
+    """
     values, problems = {}, []
     for name, raw in params.items():
         raw = str(raw)
@@ -60,8 +83,8 @@ def parse(params: dict[str, str], choices: dict[str, tuple[str, ...]]) -> Link:
             else:
                 values[name] = value
         elif name in choices:
-            if raw in choices[name]:
-                values[name] = raw
+            if (label := _choice(raw, choices[name])) is not None:
+                values[name] = label
             else:
                 problems.append(f"{name}={raw!r} is not one of the choices")
         elif not name.startswith("__"):  # Gradio's own (__theme) pass through silently
@@ -69,7 +92,12 @@ def parse(params: dict[str, str], choices: dict[str, tuple[str, ...]]) -> Link:
     return Link(values, tuple(problems))
 
 
-def query(values: dict) -> str:
-    """'?tab=sampling&temperature=0.7…' for a dict of values (None left out)."""
-    clean = {k: (f"{v:g}" if isinstance(v, float) else v) for k, v in values.items() if v is not None}
-    return "?" + urlencode(clean)
+def query(values: dict, choices: Choices | None = None) -> str:
+    """'?tab=sampling&temperature=0.7…' for a dict of values (None left out); a label of `choices`
+    is written as its stable name, so the link outlives a renamed label."""
+    names = {field: {label: name for name, label in options.items()} for field, options in (choices or {}).items()}
+
+    def written(k, v):
+        return f"{v:g}" if isinstance(v, float) else names.get(k, {}).get(v, v)
+
+    return "?" + urlencode({k: written(k, v) for k, v in values.items() if v is not None})

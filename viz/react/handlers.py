@@ -40,8 +40,10 @@ SETTINGS_HINT = ("Settings apply on Reset (a new run) or on Fork from here (this
                  "from the shown state).")
 CHOICE_HINT = "Next or Run to end starts a new run with these choices (or press Reset now)."
 NEW_RUN = "A new run with the controls' choices."
-LINK_CHOICES = {"task": tuple(t for t in TASKS if t != FREE_TEXT), "backend": run.BACKENDS,
-                "react_mode": tuple(run.MODES)}
+# A link's choices by stable name (?task=berlin-weather&backend=scripted&react_mode=react); a link
+# written with the labels before still opens.
+LINK_CHOICES = {"task": run.TASK_LABELS, "backend": deeplink.named(run.BACKENDS, run.BACKEND_NAMES),
+                "react_mode": deeplink.named(run.MODES, (m.value for m in run.MODES.values()))}
 
 
 # --- the views of a session ----------------------------------------------------------------------
@@ -254,7 +256,8 @@ def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
 def on_tour(p, lm, delta: int, at, s: Session, show_tokens, *values) -> dict:
     """Go to a stop of the ReAct tour: its task starts a new run (scripted), and its text is shown."""
     i = max(0, min(len(tour.REACT_TOUR) - 1, int(at) + delta))
-    c = replace(Choices(*values), task=tour.REACT_TOUR[i].settings["task"], backend=SCRIPTED)
+    task = run.TASK_LABELS[tour.REACT_TOUR[i].settings["task"]]  # the tour names a run by its id
+    c = replace(Choices(*values), task=task, backend=SCRIPTED)
     return {p.tour_md: tour.stop_markdown(tour.REACT_TOUR, i), p.tour_at: i, p.task: c.task,
             p.backend: SCRIPTED, **on_task(p, lm, s, show_tokens, *_values(c))}
 
@@ -327,7 +330,7 @@ def react_link(task, backend, mode, temperature, top_p, seed, max_steps) -> str:
               "react_temperature": temperature, "react_top_p": top_p, "react_seed": seed,
               "max_steps": max_steps}
     link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
-    return deeplink.query(link.values)
+    return deeplink.query(link.values, LINK_CHOICES)
 
 
 def restore(p, lm, first: Session, values: dict) -> dict:

@@ -65,9 +65,11 @@ TASKS = {  # the Task dropdown → the shipped recorded run it replays (None: th
 DEFAULT_TASK = next(iter(TASKS))
 if not code_tool_enabled():  # the deployment switched the code tool off (REACT_LAB_CODE_TOOL=off)
     del TASKS[CODE_TASK]
+TASK_LABELS = {run_id: label for label, run_id in TASKS.items() if run_id}  # a run's stable id → its label
 LOADED = "Loaded run: "
 SCRIPTED, LOCAL, REMOTE = "Scripted replay", "Local model", "OpenAI-compatible server"
 BACKENDS = (SCRIPTED, LOCAL, REMOTE)
+BACKEND_NAMES = ("scripted", "local", "remote")  # their stable names (deep links)
 MODES = {"ReAct": Mode.REACT, "Act": Mode.ACT, "CoT only": Mode.COT}
 FORMATS = {"native tool calls": Fmt.NATIVE, "ReAct text": Fmt.REACT_TEXT}
 MODE_LABEL = {v: k for k, v in MODES.items()}

@@ -41,6 +41,8 @@ EXAMPLES = {
     "A tool-call request (try Constraint: JSON tool call)": ("Call get_weather with city Berlin.", True),
 }
 DEFAULT_EXAMPLE = "A fact: The capital of France is"
+EXAMPLE_NAMES = dict(zip(("capital-of-france", "story-start", "json-object", "greedy-repetition", "chat-question",
+                          "tool-call-request"), EXAMPLES, strict=True))  # stable name → label (the tour)
 DEFAULT_ASKING = "JSON tool call"
 PROMPT_MODES = ("Raw text", "Chat message")
 NO_CONSTRAINT = "None"
@@ -50,7 +52,9 @@ KIND_LABELS = {"choice": "Choice list", "regex": "Regular expression", "json_sch
 MAX_GRAMMAR_CHARS = 20_000
 MAX_OWN_CHARS = 20_000
 SESSION_TTL_S = 2 * 60 * 60  # a session's state is dropped two hours after its last change
-LINK_CHOICES = {"mode": PROMPT_MODES, "constraint": (NO_CONSTRAINT, *PRESETS)}
+# A link's text fields by stable name (?mode=chat); links with the labels still open.
+LINK_CHOICES = {"mode": deeplink.named(PROMPT_MODES, ("raw", "chat")),
+                "constraint": deeplink.named((NO_CONSTRAINT, *PRESETS))}
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 SETTINGS = ("temperature", "top_k", "top_p", "min_p")
@@ -317,7 +321,7 @@ def on_tour(lm, ui, delta, tour_at, state, prompt, mode, temperature, top_k, top
     for stop in tour.SAMPLING_TOUR[: i + 1]:
         settings.update(stop.settings)
     if "example" in settings:
-        prompt, chat = EXAMPLES[settings["example"]]
+        prompt, chat = EXAMPLES[EXAMPLE_NAMES[settings["example"]]]  # the tour names an example by its name
         mode = PROMPT_MODES[int(chat)]
     name = settings.get("constraint", NO_CONSTRAINT)
     try:
@@ -335,7 +339,7 @@ def on_link(prompt, mode, temperature, top_k, top_p, min_p, constraint, seed):
               "mode": mode, "temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
               "constraint": constraint if constraint != CUSTOM else None, "seed": seed}
     link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
-    return deeplink.query(link.values)
+    return deeplink.query(link.values, LINK_CHOICES)
 
 
 def restore(lm, ui, first: cont.Continuation, values: dict) -> dict:
