@@ -80,16 +80,15 @@ def compacted_here(state: State) -> bool:
 def pseudocode(state: State, *, running: bool = False) -> str:
     """The lecture's nine lines (react_views), with a line under them saying where compaction runs
     once it is on; it is highlighted when the phase just shown was a compaction."""
-    html = rv.pseudocode_view(state, running=running)
     if state.settings.compact_at is None and not state.compactions:
-        return html
+        return rv.pseudocode_view(state, running=running)
     now = compacted_here(state) and not running
     at = f"{100 * state.settings.compact_at:.0f} %" if state.settings.compact_at is not None else "off"
     mark = (f'<div class="rp-compact{" current" if now else ""}" data-compact="{int(now)}" '
             f'data-compactions="{state.compactions}">⤷ line {LINE_COMPACT}, '
             f'{esc(PSEUDO_CODE_NOTES[LINE_COMPACT])} · Compact at {at} · '
             f'{state.compactions} compaction(s) so far</div>')
-    return html.replace('<div class="rp-step">', mark + '<div class="rp-step">', 1)
+    return rv.pseudocode_view(state, running=running, under_lines=mark)
 
 
 def compaction_line(states: tuple[State, ...], index: int, tools: tuple[Tool, ...], tokenizer,

@@ -137,7 +137,7 @@ def fresh(p, lm, s: Session, show_tokens, pending, values) -> tuple[Session | No
     if not pending or not values:
         return s, []
     try:
-        new = keep_exports(run.start(run.checked(lm, Choices(*values)), s.loaded, s.key), s)
+        new = keep_exports(run.start(run.checked(lm, Choices.of(values)), s.loaded, s.key), s)
     except ValueError as e:
         return None, [failed(p, lm, s, show_tokens, str(e))]
     return new, [{**views(p, lm, new, show_tokens, NEW_RUN + weights_note(new)), p.pending: None}]
@@ -211,7 +211,7 @@ def on_scrub(p, lm, s: Session, value, show_tokens) -> dict:
 def on_reset(p, lm, s: Session, show_tokens, *values) -> dict:
     """A new run from the controls (`values`: the fields of react_run.Choices, in order)."""
     try:
-        new = run.start(run.checked(lm, Choices(*values)), s.loaded, s.key)
+        new = run.start(run.checked(lm, Choices.of(values)), s.loaded, s.key)
     except ValueError as e:
         return failed(p, lm, s, show_tokens, str(e))
     mode, fmt = MODE_LABEL[new.state.mode], FMT_LABEL[new.state.fmt]
@@ -230,7 +230,7 @@ def weights_note(s: Session) -> str:
 
 def on_fork(p, lm, s: Session, show_tokens, *values) -> dict:
     try:
-        new = run.fork(s, run.checked(lm, Choices(*values)))
+        new = run.fork(s, run.checked(lm, Choices.of(values)))
     except ValueError as e:
         return failed(p, lm, s, show_tokens, str(e))
     return {**views(p, lm, new, show_tokens, f"Forked at state {s.index}: Next continues from here."),
@@ -239,7 +239,7 @@ def on_fork(p, lm, s: Session, show_tokens, *values) -> dict:
 
 def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
     """A recorded task brings its run's mode and format and starts a new run at once."""
-    c = Choices(*values)
+    c = Choices.of(values)
     known = c.task in TASKS or str(c.task).startswith(LOADED)
     recorded = run.run_for(c.task, s.loaded) if known else None
     if recorded is not None:
@@ -250,20 +250,16 @@ def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
         hint = "Type your task" + (", choose the Local model or a server," if c.backend == SCRIPTED
                                    else "") + " then press Next or Run to end."
         return {**free, **views(p, lm, s, show_tokens, hint), p.pending: True}
-    return {**free, **task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *_values(c))}
+    return {**free, **task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *c.values())}
 
 
 def on_tour(p, lm, delta: int, at, s: Session, show_tokens, *values) -> dict:
     """Go to a stop of the ReAct tour: its task starts a new run (scripted), and its text is shown."""
     i = max(0, min(len(tour.REACT_TOUR) - 1, int(at) + delta))
     task = run.TASK_LABELS[tour.REACT_TOUR[i].settings["task"]]  # the tour names a run by its id
-    c = replace(Choices(*values), task=task, backend=SCRIPTED)
+    c = replace(Choices.of(values), task=task, backend=SCRIPTED)
     return {p.tour_md: tour.stop_markdown(tour.REACT_TOUR, i), p.tour_at: i, p.task: c.task,
-            p.backend: SCRIPTED, **on_task(p, lm, s, show_tokens, *_values(c))}
-
-
-def _values(c: Choices) -> tuple:
-    return tuple(getattr(c, name) for name in Choices.__dataclass_fields__)
+            p.backend: SCRIPTED, **on_task(p, lm, s, show_tokens, *c.values())}
 
 
 # --- files: export, load -------------------------------------------------------------------------
@@ -347,4 +343,4 @@ def restore(p, lm, first: Session, values: dict) -> dict:
                 max_steps=values.get("max_steps", c.max_steps))
     shown = {p.task: c.task, p.backend: c.backend, p.temperature: c.temperature, p.top_p: c.top_p,
              p.seed: c.seed, p.max_steps: c.max_steps, p.mode: c.mode, p.fmt: c.fmt}
-    return {**shown, **on_reset(p, lm, first, False, *_values(c))}
+    return {**shown, **on_reset(p, lm, first, False, *c.values())}

@@ -4,7 +4,7 @@ loaded from a file, stepped (a real model's reply streamed) and drawn as the six
     c = checked(lm, Choices(task=…, backend=LOCAL, …))   # ValueError: a sentence a person can act on
     s = start(c)            s = fork(s, c)            s = load_session(path, lm)
     for new_state, text in one_phase(s, lm): …         # text: the reply so far, while it streams
-    html_views(s, lm, show_tokens)                       # (pseudo-code, history, template, budget, growth, stop)
+    html_views(s, lm, show_tokens)                       # HtmlViews: .pseudo .history .template .budget …
 
 What it knows: the Task, Backend, Mode and Output format choices and their labels, the text
 bounds (MAX_TASK_CHARS, …) and every run default (`default_choices`) — one place for each, read
@@ -25,9 +25,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlparse
 
 from agent import loop
@@ -116,6 +117,30 @@ class Choices:
     tools_from: str = BUILT_IN  # "Tools from": agent.mcp.client.sources()
     tool_set: str = rt.DEFAULT_TOOL_SET  # a typed task's tools: agent.tools.tool_sets()
     defence: bool = False  # calls to an untrusted MCP server's tools wait for approval
+
+    @classmethod
+    def of(cls, values) -> Choices:
+        """The page's input values (in the order of the fields, as `values()` gives them) by name;
+        a list of another length is refused, never read shifted."""
+        return cls(**dict(zip(CHOICE_NAMES, values, strict=True)))
+
+    def values(self) -> tuple:
+        """The fields' values in their order: the inputs of Reset, Fork, Task and the tour."""
+        return tuple(getattr(self, name) for name in CHOICE_NAMES)
+
+
+CHOICE_NAMES = tuple(f.name for f in fields(Choices))
+
+
+class HtmlViews(NamedTuple):
+    """The six views of the shown state, by name (their order is viz/react/tab.Parts.views')."""
+
+    pseudo: str
+    history: str
+    template: str
+    budget: str
+    growth: str
+    stop: str
 
 
 @dataclass(frozen=True)
@@ -442,13 +467,14 @@ def specials_of(s: Session, lm) -> tuple[str, ...]:
     return tuple(getattr(lm.tokenizer, "all_special_tokens", ()) or ())
 
 
-def html_views(s: Session, lm, show_tokens) -> tuple[str, ...]:
-    """(pseudo-code, history, template, budget, growth, stop) of the shown state."""
+def html_views(s: Session, lm, show_tokens) -> HtmlViews:
+    """The six views of the shown state."""
     f = frame_of(s, lm)
     label = ("no tokenizer for the server's model: ⌈characters / 4⌉"
              if s.backend.kind == REMOTE else f"{lm.name} tokenizer")
-    return (rc.pseudocode(f.state), rv.history_view(f.state, f.new_history),
-            rv.template_view(f, specials_of(s, lm), show_tokens=bool(show_tokens)),
-            rv.budget_view(f.breakdown, label, f.usage)
-            + rc.compaction_line(s.states, s.index, s.tools, *_counter(s, lm)),
-            rv.growth_view(f.state.usage, composition=f.state.composition), rv.stop_view(f.state))
+    return HtmlViews(
+        pseudo=rc.pseudocode(f.state), history=rv.history_view(f.state, f.new_history),
+        template=rv.template_view(f, specials_of(s, lm), show_tokens=bool(show_tokens)),
+        budget=rv.budget_view(f.breakdown, label, f.usage)
+        + rc.compaction_line(s.states, s.index, s.tools, *_counter(s, lm)),
+        growth=rv.growth_view(f.state.usage, composition=f.state.composition), stop=rv.stop_view(f.state))

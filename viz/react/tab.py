@@ -120,7 +120,7 @@ class Parts:
 
     @property
     def views(self) -> list:
-        """The six views and the message, in the order of react_run.html_views (+ message)."""
+        """The six views and the message, in the order of react_run.HtmlViews' fields (+ message)."""
         return [self.pseudo, self.history, self.template, self.budget_html, self.growth_html,
                 self.stop, self.msg]
 
@@ -191,18 +191,17 @@ def _tour(d: dict) -> None:
     d["tour_at"] = gr.State(-1)
 
 
-def _views(d: dict, html: tuple[str, ...]) -> None:
-    pseudo, history, template, budget, _growth, stop = html
+def _views(d: dict, html: run.HtmlViews) -> None:
     d["msg"] = gr.HTML("", elem_id="react-message", js_on_load=None)
     with gr.Row(equal_height=False, elem_id="react-views"):
         with gr.Column(scale=11, min_width=560):
-            d["pseudo"] = gr.HTML(pseudo, elem_id="react-pseudocode", js_on_load=KEYS_JS)
-            d["budget_html"] = gr.HTML(budget, elem_id="react-budget", js_on_load=None)
+            d["pseudo"] = gr.HTML(html.pseudo, elem_id="react-pseudocode", js_on_load=KEYS_JS)
+            d["budget_html"] = gr.HTML(html.budget, elem_id="react-budget", js_on_load=None)
         with gr.Column(scale=8, min_width=420):
-            d["history"] = gr.HTML(history, elem_id="react-history", js_on_load=None)
-            d["stop"] = gr.HTML(stop, elem_id="react-stop", js_on_load=None)
+            d["history"] = gr.HTML(html.history, elem_id="react-history", js_on_load=None)
+            d["stop"] = gr.HTML(html.stop, elem_id="react-stop", js_on_load=None)
         with gr.Column(scale=9, min_width=480):
-            d["template"] = gr.HTML(template, elem_id="react-template", js_on_load=None)
+            d["template"] = gr.HTML(html.template, elem_id="react-template", js_on_load=None)
 
 
 def _settings(d: dict, c: Choices, growth: str) -> None:
@@ -243,7 +242,7 @@ def layout(lm, first: run.Session) -> Parts:
     tt.approval(d)
     _tour(d)
     _views(d, html)
-    _settings(d, c, html[4])
+    _settings(d, c, html.growth)
     tt.controls(d, c)
     post_training.build(lm)  # read once at start: no listener
     return Parts(**d)

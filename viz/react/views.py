@@ -148,8 +148,9 @@ def frame(states: tuple[State, ...], index: int, tools: tuple[Tool, ...], tokeni
 
 # --- Prompt-ToolLoop -----------------------------------------------------------------------------
 
-def pseudocode_view(state: State, *, running: bool = False) -> str:
-    """The nine lines; those the last phase executed are highlighted, the last one strongest."""
+def pseudocode_view(state: State, *, running: bool = False, under_lines: str = "") -> str:
+    """The nine lines; those the last phase executed are highlighted, the last one strongest.
+    `under_lines`: HTML placed right under them (viz/react/context_run.py: where compaction runs)."""
     lines = (2, 3) if running else state.lines
     items = []
     for n, code in enumerate(PSEUDO_CODE, 1):
@@ -171,7 +172,7 @@ def pseudocode_view(state: State, *, running: bool = False) -> str:
     return (
         f'<div class="rp" data-lines="{",".join(map(str, lines))}" data-step="{step}" '
         f'data-running="{int(running)}"><div class="rp-title">{esc(PSEUDO_CODE_TITLE)}</div>'
-        f'<ol class="rp-lines">{"".join(items)}</ol>'
+        f'<ol class="rp-lines">{"".join(items)}</ol>{under_lines}'
         f'<div class="rp-step"><span class="rp-count">step {step} of MAX_STEPS = '
         f'{state.settings.max_steps}</span><span class="rp-dots">{dots}</span></div>'
         f'<div class="rp-status">{status}{pending}</div>'
