@@ -60,7 +60,7 @@ def build_demo(lm, draft_lm=None):
             values = link.values
             out = {}
             if link.problems:
-                out[link_message] = render.notice("Ignored in the link: " + "; ".join(link.problems))
+                out[link_message] = render.message("Ignored in the link: " + "; ".join(link.problems))
             if "tab" in values:
                 out[tabs] = gr.Tabs(selected=values["tab"])
             tab = values.get("tab", "sampling")

@@ -22,10 +22,9 @@ from agent.context import memory as am
 from agent.context.memory import Memory
 from agent.controls import REACT
 from agent.tools import ToolError
-from viz.charts import message
 from viz.controls import slider
 from viz.react import context_run as rc
-from viz.render import esc
+from viz.render import esc, message
 
 FACTS_TTL_S = 2 * 3600  # a tab's facts are forgotten this long after their last update
 CONTEXT_TITLE = "Context: few-shot exemplars, retrieved documents, memory, compaction"

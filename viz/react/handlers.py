@@ -24,12 +24,12 @@ import gradio as gr
 from agent.parameters import number
 from agent.recording import record_run
 from viz import deeplink, tour
-from viz.charts import message
 from viz.react import context as ctx
 from viz.react import run, tool_panels
 from viz.react import tools as rt
 from viz.react import views as rv
 from viz.react.run import FMT_LABEL, FREE_TEXT, LOADED, MODE_LABEL, SCRIPTED, TASKS, Choices, Session
+from viz.render import message
 
 MAX_PHASES = 400  # Run to end gives up after this many phases …
 MAX_RUN_S = 300.0  # … or this many seconds of work (MAX_UPLOADED_RUN_S replaying a visitor's file) …

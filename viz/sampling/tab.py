@@ -29,7 +29,7 @@ from agent import enforcing, sampling, topn
 from agent.constraints import PRESETS, ConstraintViolation, Grammar, GrammarError
 from agent.controls import SAMPLING, page_controls
 from agent.llm import continuation as cont
-from viz import charts, deeplink, position, tour
+from viz import charts, deeplink, position, render, tour
 from viz.controls import number_box, slider
 
 EXAMPLES = {
@@ -167,13 +167,13 @@ def continuation_html(lm, c: cont.Continuation) -> str:
 
 def shown(lm, ui: Controls, c: cont.Continuation, note: str = "") -> dict:
     """Every view of a new position: the state, the position for the page, the continuation."""
-    return {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: charts.message(note, "info"),
+    return {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: render.message(note, "info"),
             ui.continuation: continuation_html(lm, c), ui.prompt_string: c.prompt_text}
 
 
 def failed(ui: Controls, exc) -> dict:
     """An error leaves every view and the session as they were, with a message."""
-    return {ui.msg: charts.message(str(exc), "error")}
+    return {ui.msg: render.message(str(exc), "error")}
 
 
 # ---- handlers: module-level, named values in, {component: value} out ---------------------------
@@ -260,7 +260,7 @@ def _with_grammar(lm, ui, grammar, state):
 def on_constraint(lm, ui, constraint, state):
     if constraint == CUSTOM:
         return {ui.custom_box: gr.Accordion(open=True),
-                ui.msg: charts.message("Write a grammar below and press Apply grammar.", "info")}
+                ui.msg: render.message("Write a grammar below and press Apply grammar.", "info")}
     if constraint == NO_CONSTRAINT:
         return _with_grammar(lm, ui, None, state)
     if constraint not in PRESETS:
@@ -309,7 +309,7 @@ def on_asking(lm, ui, n_runs, state, temperature, top_k, top_p, min_p):
         for comp in enforcing.compare(lm, state.prompt, grammar, config, state.seed, n=n):
             yield {ui.asking: charts.comparison_view(comp, json_kind=json_kind, running=True), ui.msg: ""}
         yield {ui.asking: charts.comparison_view(comp, json_kind=json_kind, running=False),
-               ui.msg: charts.message(comp.note) if comp.note else ""}
+               ui.msg: render.message(comp.note) if comp.note else ""}
     except (TypeError, ValueError, OverflowError, GrammarError) as exc:
         yield failed(ui, exc)
 

@@ -21,6 +21,7 @@ from agent.controls import SPECULATIVE
 from agent.llm import continuation, speculative
 from agent.sampling import SamplingConfig
 from viz.controls import number_box, slider
+from viz.render import message
 from viz.speculative import views
 
 EARLY_EXIT = "Early exit (first L layers of the model)"
@@ -129,7 +130,7 @@ def render(tab: Tab, v: Views, d: speculative.Decoding | None, s: Settings | Non
 
 
 def _message(text: str) -> str:
-    return f'<div class="msg error" role="alert">{views.esc(text)}</div>' if text else ""
+    return message(text, "error", role="alert")
 
 
 def on_round(tab: Tab, v: Views, d, prompt, *settings) -> dict:
