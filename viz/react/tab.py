@@ -12,8 +12,10 @@ runs one phase (a real model's reply streams into the template view token by tok
 here continues the shown state with other settings. Every control is checked on the server.
 
 Adding a run control (one that Reset and Fork read — e.g. few-shot exemplars, a memory switch):
-  1. a field in react_run.Choices (name, default) and its check in react_run.checked;
-  2. the component, under the same name, in Parts and in one of the layout functions below.
+  1. a number: its Control in agent/controls.py REACT (bounds, step, default, label);
+  2. a field in react_run.Choices (name, default) and its check in react_run.checked;
+  3. the component, under the same name, in Parts and in one of the layout functions below
+     (viz/controls.slider(REACT[name]) for a number).
 Reset, Fork, the Task dropdown and the tour then receive it (inputs follow Choices' fields).
 Adding a control with its own event (a panel, a button): a field in Parts, the component in a
 layout function, one handler in react_handlers taking (p, lm, …values) and returning
