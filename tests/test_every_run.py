@@ -113,3 +113,19 @@ def test_every_shipped_run_steps_to_its_end_through_every_listener_without_a_tra
     page.press("on_reset")
     assert not page.errors, page.errors
     assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+
+
+def test_a_recorded_task_after_the_untrusted_servers_replay_runs_with_the_built_in_functions(page_parts, caplog):
+    """The injection replay sets Tools from to the untrusted demo server; the next recorded task
+    must not inherit it (its tools are not there: the run would refuse to start)."""
+    page, p = page_parts
+    last = page.reload()[p.sess]
+    page.values[p.sess] = replace(page.values[p.sess], key=last.key)
+    page.values[p.task] = next(t for t, stem in react_run.TASKS.items() if stem == "mcp/injection-undefended")
+    page.press("on_task")
+    assert page.values[p.tools_from] != react_run.BUILT_IN
+    page.values[p.task] = next(t for t, stem in react_run.TASKS.items() if stem == "average-temperature-specific-tools")
+    page.press("on_task")
+    page.press("on_run")
+    assert page.values[p.tools_from] == react_run.BUILT_IN and page.values[p.sess].states[-1].done
+    assert not page.errors, page.errors

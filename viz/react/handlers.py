@@ -21,6 +21,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from agent.mcp.client import BUILT_IN, UNTRUSTED_SERVER
 from agent.parameters import number
 from agent.recording import record_run
 from viz import deeplink, tour
@@ -245,6 +246,11 @@ def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
     if recorded is not None:
         c = replace(c, mode=MODE_LABEL[recorded.mode], fmt=FMT_LABEL[recorded.fmt])
         c, kept = ctx.recorded_choices(p, c, recorded, lm.context_window)  # its budget and context
+        if rt.extra_of(recorded) is None and c.tools_from == UNTRUSTED_SERVER.label:
+            # the security demo's server serves only its own replays: another recorded task returns to
+            # the built-in functions (it would else fail: "the run needs tools that are not available")
+            c = replace(c, tools_from=BUILT_IN, defence=False)
+            kept = {**kept, p.tools_from: BUILT_IN, p.defence: False}
     free = {p.task_text: gr.Textbox(visible=c.task == FREE_TEXT), **(kept if recorded is not None else {})}
     if c.task == FREE_TEXT:
         hint = "Type your task" + (", choose the Local model or a server," if c.backend == SCRIPTED

@@ -287,7 +287,7 @@ def _wire_controls(p: Parts, lm) -> None:
               p.memory, p.compact, p.compact_at):
         c.input(partial(h.settings_hint, p), None, p.msg, api_name=False, **quiet)
     tour_outs = [p.tour_md, p.tour_at, p.task, p.backend, p.task_text, p.mode, p.fmt, *p.stepped,
-                 *ctx.recorded_outputs(p)]
+                 *ctx.recorded_outputs(p), p.tools_from, p.defence]  # the outputs of on_task
     for button, delta in ((p.tour_next, 1), (p.tour_prev, -1)):
         button.click(partial(h.on_tour, p, lm, delta), [p.tour_at, *inputs], tour_outs, api_name=False)
 
