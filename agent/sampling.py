@@ -19,6 +19,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -132,40 +133,41 @@ def trace(
     """
     z, allowed = _check_inputs(logits, mask)
     u = None if config.greedy or u is None else _check_u(u)
-    order, probs_model, probs_masked, scaled, probs_temperature = _before_truncation(z, allowed, config)
+    t = _before_truncation(z, allowed, config)
+    order = t.order
     n_allowed = int(np.count_nonzero(allowed))
     alive = 1 if config.greedy else n_allowed
-    sorted_temperature = probs_temperature[order[:alive]]  # descending
-    after_k, cumulative_k, after_p, final = _truncations(sorted_temperature, config)
-    counts = [n_allowed, alive, after_k.size, after_p.size, final.size]
+    sorted_temperature = t.probs_temperature[order[:alive]]  # descending
+    cut = _truncations(sorted_temperature, config)
+    counts = [n_allowed, alive, cut.after_k.size, cut.after_p.size, cut.final.size]
     kept_mass = [
-        1.0 if n_allowed == z.size else float((probs_model * allowed).sum()),
-        float(probs_masked[order[0]]) if config.greedy else 1.0,
-        _head_mass(sorted_temperature, after_k.size),
-        _head_mass(after_k, after_p.size),
-        _head_mass(after_p, final.size),
+        1.0 if n_allowed == z.size else float((t.probs_model * allowed).sum()),
+        float(t.probs_masked[order[0]]) if config.greedy else 1.0,
+        _head_mass(sorted_temperature, cut.after_k.size),
+        _head_mass(cut.after_k, cut.after_p.size),
+        _head_mass(cut.after_p, cut.final.size),
     ]
-    probs_top_k = _to_vocab(after_k, sorted_temperature, probs_temperature, order)
-    probs_top_p = _to_vocab(after_p, after_k, probs_top_k, order)
-    probs = _to_vocab(final, after_p, probs_top_p, order)
+    probs_top_k = _to_vocab(cut.after_k, sorted_temperature, t.probs_temperature, order)
+    probs_top_p = _to_vocab(cut.after_p, cut.after_k, probs_top_k, order)
+    probs = _to_vocab(cut.final, cut.after_p, probs_top_p, order)
     token = int(order[0])
     if u is not None:  # the same cumsum as draw(); top-k's own when nothing later cut
-        token = int(order[_inverse_cdf(final, cumulative_k if final is after_k else None, u)])
-    entropy_bits = _entropy_bits(final)
+        token = int(order[_inverse_cdf(cut.final, cut.cumulative_k if cut.final is cut.after_k else None, u)])
+    entropy_bits = _entropy_bits(cut.final)
     return _freeze(
         SamplingTrace(
             config=config,
             logits=z,
-            scaled_logits=scaled,
-            probs_model=probs_model,
-            probs_masked=probs_masked,
-            probs_temperature=probs_temperature,
+            scaled_logits=t.scaled,
+            probs_model=t.probs_model,
+            probs_masked=t.probs_masked,
+            probs_temperature=t.probs_temperature,
             probs_top_k=probs_top_k,
             probs_top_p=probs_top_p,
             probs=probs,
             removed_by=_removed_by(order, counts),
             order=order,
-            cumulative=_pad(cumulative_k, z.size),
+            cumulative=_pad(cut.cumulative_k, z.size),
             kept_count=dict(zip(STAGES, counts, strict=True)),
             kept_mass=dict(zip(STAGES, kept_mass, strict=True)),
             entropy_bits=entropy_bits,
@@ -201,8 +203,27 @@ def _check_inputs(logits: object, mask: object) -> tuple[np.ndarray, np.ndarray]
     return z, allowed
 
 
-def _before_truncation(z: np.ndarray, allowed: np.ndarray, config: SamplingConfig) -> tuple[np.ndarray, ...]:
-    """(order, P, P', scaled logits, P_T): the mask and temperature stages."""
+class _Tempered(NamedTuple):
+    """The mask and temperature stages over the vocabulary."""
+
+    order: np.ndarray  # (V,) ids by descending masked logit
+    probs_model: np.ndarray  # (V,) P
+    probs_masked: np.ndarray  # (V,) P'
+    scaled: np.ndarray  # (V,) masked logits / T
+    probs_temperature: np.ndarray  # (V,) P_T
+
+
+class _Cuts(NamedTuple):
+    """The truncation stages, on probabilities sorted descending (each a renormalised prefix)."""
+
+    after_k: np.ndarray
+    cumulative_k: np.ndarray  # the curve top-p cuts
+    after_p: np.ndarray
+    final: np.ndarray  # after min-p
+
+
+def _before_truncation(z: np.ndarray, allowed: np.ndarray, config: SamplingConfig) -> _Tempered:
+    """The mask and temperature stages."""
     only = None if allowed.all() else allowed
     masked = z
     if only is not None:
@@ -214,11 +235,11 @@ def _before_truncation(z: np.ndarray, allowed: np.ndarray, config: SamplingConfi
     top = float(masked.max())
     probs_masked = probs_model if only is None else _softmax(z, 1.0, top, only)
     if config.greedy:  # no tempered softmax: all mass on the argmax
-        return order, probs_model, probs_masked, masked, _scatter(np.ones(1), order)
+        return _Tempered(order, probs_model, probs_masked, masked, _scatter(np.ones(1), order))
     if config.temperature == 1.0:
-        return order, probs_model, probs_masked, masked, probs_masked
+        return _Tempered(order, probs_model, probs_masked, masked, probs_masked)
     scaled = masked / np.float32(config.temperature)
-    return order, probs_model, probs_masked, scaled, _softmax(z, config.temperature, top, only)
+    return _Tempered(order, probs_model, probs_masked, scaled, _softmax(z, config.temperature, top, only))
 
 
 def _softmax(z: np.ndarray, temperature: float, top: float, allowed: np.ndarray | None = None) -> np.ndarray:
@@ -272,16 +293,13 @@ def _arange(size: int) -> np.ndarray:
     return ids
 
 
-def _truncations(
-    sorted_probs: np.ndarray, config: SamplingConfig
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(after top-k, its cumulative, after top-p, after min-p) on probabilities sorted
-    descending: each stage keeps a prefix and renormalises it. A stage that removes nothing
-    returns its input array itself, so the caller can skip the work for it.
+def _truncations(sorted_probs: np.ndarray, config: SamplingConfig) -> _Cuts:
+    """After top-k, its cumulative, after top-p, after min-p, on probabilities sorted descending:
+    each stage keeps a prefix and renormalises it. A stage that removes nothing returns its input
+    array itself, so the caller can skip the work for it.
 
-    >>> after_k, cumulative, _, _ = _truncations(np.array([0.4, 0.3, 0.25, 0.03, 0.02]),
-    ...                                          SamplingConfig(top_k=2))
-    >>> after_k.round(2).tolist(), cumulative.round(2).tolist()
+    >>> cuts = _truncations(np.array([0.4, 0.3, 0.25, 0.03, 0.02]), SamplingConfig(top_k=2))
+    >>> cuts.after_k.round(2).tolist(), cuts.cumulative_k.round(2).tolist()
     ([0.57, 0.43], [0.57, 1.0])
     """
     k = config.top_k or sorted_probs.size  # exactly k: `order` already broke the ties
@@ -293,7 +311,7 @@ def _truncations(
     after_p = _keep(after_k, n_p)
     # Sorted descending, so `>=` keeps a prefix; the top token always passes (min_p <= 1).
     after_min_p = _keep(after_p, int(np.count_nonzero(after_p >= config.min_p * after_p[0])))
-    return after_k, cumulative_k, after_p, after_min_p
+    return _Cuts(after_k, cumulative_k, after_p, after_min_p)
 
 
 def _keep(p: np.ndarray, n: int) -> np.ndarray:

@@ -9,12 +9,14 @@ What it does not know: what the fields do; Gradio.
 >>> Settings(few_shot=2, compact_at=0.8).check()
 >>> Settings(compact_at=1.5).check()
 Traceback (most recent call last):
-ValueError: compact_at must be None or within 0.5–0.95 of the budget, got 1.5
+ValueError: compact_at must lie in 0.5 … 0.95, got 1.5
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+
+from agent.parameters import number
 
 MAX_FEW_SHOT = 3
 COMPACT_RANGE = (0.5, 0.95)
@@ -49,11 +51,9 @@ class Settings:
         return Settings(**{k: v for k, v in d.items() if k in known})
 
     def check(self) -> None:
-        """Raise ValueError naming the first field out of its bounds."""
-        if not 0 <= self.few_shot <= MAX_FEW_SHOT:
-            raise ValueError(f"few_shot must be within 0–{MAX_FEW_SHOT}, got {self.few_shot}")
-        if not 1 <= self.retrieve_k <= 5:
-            raise ValueError(f"retrieve_k must be within 1–5, got {self.retrieve_k}")
-        lo, hi = COMPACT_RANGE
-        if self.compact_at is not None and not lo <= self.compact_at <= hi:
-            raise ValueError(f"compact_at must be None or within {lo}–{hi} of the budget, got {self.compact_at}")
+        """Raise ValueError naming the first field out of its bounds (agent.parameters.number: the
+        one check; a fraction for a whole number is refused). compact_at None: never compact."""
+        number(self.few_shot, "few_shot", 0, MAX_FEW_SHOT, integer=True, strings=False)
+        number(self.retrieve_k, "retrieve_k", 1, 5, integer=True, strings=False)
+        if self.compact_at is not None:
+            number(self.compact_at, "compact_at", *COMPACT_RANGE, strings=False)

@@ -103,12 +103,6 @@ class Span:
 
 
 @dataclass(frozen=True)
-class Rendered:
-    text: str
-    spans: tuple[Span, ...]
-
-
-@dataclass(frozen=True)
 class _Piece:
     text: str
     category: str
@@ -234,6 +228,14 @@ def _apply(tokenizer, messages: list[dict], tools: list[dict] | None, generation
         return render_chatml(messages, generation)
     extra = {"tools": tools} if tools else {}
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation, **extra)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What `render` returns: the prompt string and its spans, in order."""
+
+    text: str
+    spans: tuple[Span, ...]
 
 
 def render(prompt: Prompt, tokenizer=None) -> Rendered:

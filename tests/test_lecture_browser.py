@@ -137,7 +137,7 @@ def test_react_deep_link_opens_the_task_backend_and_mode(browser, app_url):
     page.get_by_role("button", name="Next").click()
     expect(page.locator("#react-history")).to_contain_text("Invisible Cities")
     page.locator("#tab-react").get_by_role("button", name="Link to this view").click()
-    expect(page.locator("#react-link textarea")).to_have_value(re.compile(r"\?tab=react&task=In\+which"))
+    expect(page.locator("#react-link textarea")).to_have_value(re.compile(r"\?tab=react&task=two-hop-search"))
     context.close()
 
 

@@ -124,12 +124,12 @@ def test_a_loaded_recording_keeps_its_context(tab, lm, tmp_path):
     assert states[-1].stop_reason != StopReason.CONTEXT_FULL and states[-1].compactions >= 1
 
 
-def test_every_react_tour_stop_names_a_task_of_the_list_and_two_are_about_the_context():
+def test_every_react_tour_stop_names_a_task_of_the_list_by_its_run_id_and_two_are_about_the_context():
     from viz import tour
-    assert all(s.settings["task"] in react_run.TASKS for s in tour.REACT_TOUR)
+    assert all(react_run.TASK_LABELS[s.settings["task"]] in react_run.TASKS for s in tour.REACT_TOUR)
     titles = " ".join(s.title for s in tour.REACT_TOUR)
     assert "In-context learning vs post-training" in titles and "Compaction" in titles
-    assert COMPACTION_TASK in [s.settings["task"] for s in tour.REACT_TOUR]
+    assert "compaction-long-run" in [s.settings["task"] for s in tour.REACT_TOUR]
 
 
 def test_closing_a_streamed_local_reply_stops_the_model_at_its_next_token(lm):

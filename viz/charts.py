@@ -89,14 +89,6 @@ def histogram_view(hist, token_strings) -> str:
     )
 
 
-def message(text: str, kind: str = "info") -> str:
-    """A line in the page for errors and notices (never a crash, never a lost state)."""
-    if not text:
-        return ""
-    icon = {"error": "⚠", "info": "ℹ"}.get(kind, "")
-    return f'<div class="msg {esc(kind)}" role="status">{icon} {esc(text)}</div>'
-
-
 def comparison_view(comp, *, json_kind: bool, running: bool) -> str:
     """Asking vs enforcing: per column, how many outputs parse and validate, and the outputs."""
     if comp is None:

@@ -52,6 +52,14 @@ def token_html(display: str) -> str:
     return esc(display).replace("␠", '<span class="vs">␠</span>')
 
 
-def notice(text: str) -> str:
-    """A one-line notice above the tabs (e.g. what a deep link could not set); "" shows nothing."""
-    return f'<div class="msg info" role="status">{esc(text)}</div>' if text else ""
+def message(text: str, kind: str = "info", role: str = "status") -> str:
+    """The one line every tab and the page header show for an error or a notice (never a crash,
+    never a lost state); "" shows nothing. `kind`: "info" or "error" (viz/theme.py styles .msg).
+
+    >>> message("Stopped.")
+    '<div class="msg info" role="status">ℹ Stopped.</div>'
+    """
+    if not text:
+        return ""
+    icon = {"error": "⚠", "info": "ℹ"}.get(kind, "")
+    return f'<div class="msg {esc(kind)}" role="{esc(role)}">{icon} {esc(text)}</div>'

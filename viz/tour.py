@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 class Stop:
     title: str
     lecture: str  # two lines of the lecture's text (its section in brackets)
-    settings: dict = field(default_factory=dict)  # control name → value
+    settings: dict = field(default_factory=dict)  # control name → value; a run or example by its stable name
     action: str = ""  # what to do now, in the page's words
 
 
@@ -20,7 +20,7 @@ SAMPLING_TOUR = (
          "The softmax function converts the scores that the network computes for the tokens of the vocabulary "
          "into a probability distribution. Every entry of the softmax is positive and the entries sum to 1. "
          "[Sampling: From Logits to a Token]",
-         {"example": "A fact: The capital of France is", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+         {"example": "capital-of-france", "temperature": 1.0, "top_k": 0, "top_p": 1.0,
           "min_p": 0.0, "constraint": "None"},
          "The bars and 'all other tokens' add up to 100 %. Press Sample."),
     Stop("2 · Temperature → 0",
@@ -43,7 +43,7 @@ SAMPLING_TOUR = (
     Stop("6 · Constrained decoding",
          "A prompt changes probabilities; a mask removes tokens. Constrained decoding assigns a malformed "
          "continuation the probability zero, so that it cannot be sampled. [Constrained Decoding]",
-         {"example": "A tool-call request (try Constraint: JSON tool call)", "temperature": 1.0, "top_k": 0,
+         {"example": "tool-call-request", "temperature": 1.0, "top_k": 0,
           "top_p": 1.0, "constraint": "JSON tool call"},
          "Press Greedy until the call is complete; then run Asking vs enforcing."),
 )
@@ -52,29 +52,29 @@ REACT_TOUR = (
     Stop("1 · CoT vs ReAct",
          "CoT improves the reasoning, but the model writes the entire chain before any step is executed: CoT is "
          "open-loop. ReAct extends chain-of-thought to a closed loop. [Open-Loop vs. Closed-Loop]",
-         {"task": "In which country was the author of Invisible Cities born? (two-hop search)"},
+         {"task": "two-hop-search"},
          "Press Next: each Thought is followed by an Action and its Observation."),
     Stop("2 · A tool call",
          "The model replies with response.tool_calls — a list of {id, name, arguments}. The runtime parses the "
          "call, validates it, executes the function and returns the result with the matching tool_call_id. "
          "[Function Calling]",
-         {"task": "What's the weather in Berlin? (the lecture's trace)"},
+         {"task": "berlin-weather"},
          "Press Next: lines 1, 3–5, then 6–8 run get_weather(city=\"Berlin\")."),
     Stop("3 · A validation error",
          "A validation failure is returned to the model as a tool result; it is not raised to the user as an "
          "exception. The model observes its mistake and can repair the call. [Error Recovery in the Loop]",
-         {"task": "What's the weather in Paris? (a validation error, repaired)"},
+         {"task": "validation-recovery"},
          "Press Next until the ERROR tool result appears, then once more."),
     Stop("4 · The budget",
          "Because the model is stateless, the whole context is assembled and sent again with every call. "
          "Each token therefore adds latency and cost at every turn, not once. [The Context Budget]",
-         {"task": "What's the weather in Berlin and in Paris? (two calls, two ids)"},
+         {"task": "two-cities"},
          "Press Run to end: watch the budget bar and the growth chart."),
     Stop("5 · In-context learning vs post-training",
          "In-context learning shows the format by few-shot examples in the prompt. Every request sends the "
          "examples again as tokens, the context window limits their number, and the answer depends on their "
          "choice, order and format. [In-Context Learning vs. Post-Training for ReAct]",
-         {"task": "What's the weather in Berlin? (the lecture's trace)"},
+         {"task": "berlin-weather"},
          "Open *Context*, choose **Few-shot exemplars** 2 and press Reset: the exemplars are their own "
          "category in the budget bar, re-sent with every call. Measured (docs/BENCHMARKS.md, the bundled "
          "135M model, T = 0, one run per cell): without constrained decoding it solved 0 of 5 tasks with "
@@ -84,7 +84,7 @@ REACT_TOUR = (
     Stop("6 · Compaction",
          "history only grows. When it becomes too large it is compacted: earlier turns are replaced by a "
          "summary — provided that a tool_call and its tool_result stay together. [The Core Definition of ReAct]",
-         {"task": "Seven cities on a small budget (compaction at 60 %)"},
+         {"task": "compaction-long-run"},
          "Budget 800 tokens, Compact at 60 %. Press Run to end: before line 3 the older turns become one "
          "summary message (the history shows what it replaced), the budget view shows the prompt before → "
          "after, the growth chart drops, and the run reaches its answer instead of “context window full”."),

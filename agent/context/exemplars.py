@@ -36,6 +36,8 @@ from agent.tools import TOOLS, tool_named
 
 @dataclass(frozen=True)
 class Hop:
+    """One tool call of a worked task, with the thought before it (ReAct mode writes it)."""
+
     thought: str
     tool: str
     arguments: dict

@@ -7,13 +7,13 @@
 // viz/js/sampling.js; this file formats and lays out, and never computes a probability itself.
 //
 // The server sends a position once (viz/position.py); the sliders (Temperature, Top-k, Top-p,
-// Min-p, Bars shown, Axis) are read from the page and never reach the server.
+// Min-p, Bars shown, Axis) are read from the page and never reach the server. Their element ids
+// and defaults come from the server's registry (agent/controls.py) as the chart's `controls` prop:
+// {temperature: {id, default}, top_k: …, top_p: …, min_p: …, n_bars: …, axis: …}.
 
 const STAGE_LABELS = {mask: "grammar mask", temperature: "temperature", top_k: "top-k", top_p: "top-p",
                       min_p: "min-p"};
 const LOG_FLOOR = 1e-6; // the log axis starts at 10^-6
-const CONTROL_IDS = ["sampling-temperature", "sampling-top-k", "sampling-top-p", "sampling-min-p",
-                     "sampling-bars", "sampling-axis"];
 
 function esc(text) {
   return String(text).replace(/[&<>"'`$\\{}]/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -198,16 +198,17 @@ function loadTokens(url) {
   return window.__reactLabTokens[url];
 }
 
-// Temperature, Top-k, Top-p, Min-p, Bars shown and Axis as the page shows them now.
-function readControls() {
-  const range = (id, fallback) => {
-    const el = document.querySelector(`#${id} input[type="range"]`);
-    return el && el.value !== "" && Number.isFinite(+el.value) ? +el.value : fallback;
+// Temperature, Top-k, Top-p, Min-p, Bars shown and Axis as the page shows them now (`controls`:
+// the registry's ids and defaults; a slider not on the page reads as its default).
+function readControls(controls) {
+  const range = (name) => {
+    const c = controls[name];
+    const el = document.querySelector(`#${c.id} input[type="range"]`);
+    return el && el.value !== "" && Number.isFinite(+el.value) ? +el.value : c.default;
   };
-  const axis = document.querySelector('#sampling-axis input:checked');
-  return {temperature: range("sampling-temperature", 1.0), top_k: range("sampling-top-k", 0),
-          top_p: range("sampling-top-p", 1.0), min_p: range("sampling-min-p", 0.0),
-          bars: range("sampling-bars", 20), log: !!axis && axis.value === "Log"};
+  const axis = document.querySelector(`#${controls.axis.id} input:checked`);
+  return {temperature: range("temperature"), top_k: range("top_k"), top_p: range("top_p"),
+          min_p: range("min_p"), bars: range("n_bars"), log: !!axis && axis.value === "Log"};
 }
 
 function _modelRank(z) {
@@ -263,19 +264,21 @@ function listenForPicks(element) {
 function mountSampling(element, props, watch) {
   const view = {pos: null, memo: null, tokens: null, signature: "", frame: 0};
   const chartId = props.chart_id || "next-token-chart";
+  const controls = props.controls;
+  const controlIds = Object.values(controls).map((c) => c.id);
   const paint = () => {
     view.frame = 0;
     const parts = {chart: element.querySelector(".rl-chart-host"), readout: element.querySelector(".rl-readout-host"),
                    constraint: element.querySelector(".rl-creadout-host")};
     if (!view.pos || !parts.chart || (!view.pos.numbered && !view.tokens)) return;
-    const controls = readControls();
-    const signature = JSON.stringify(controls) + view.pos.step;
+    const now = readControls(controls);
+    const signature = JSON.stringify(now) + view.pos.step;
     if (signature === view.signature && parts.chart.firstChild) return;
     try {
-      paintPosition(parts, view, controls, chartId);
+      paintPosition(parts, view, now, chartId);
       view.signature = signature;
       parts.chart.dataset.paints = String(+(parts.chart.dataset.paints || 0) + 1);
-      parts.chart.dataset.config = JSON.stringify(controls);
+      parts.chart.dataset.config = JSON.stringify(now);
     } catch (err) {
       parts.chart.innerHTML = `<div class="msg error" role="status">⚠ ${esc(err.message)}</div>`;
     }
@@ -292,7 +295,7 @@ function mountSampling(element, props, watch) {
   };
   watch("value", load);
   if (props.tokens_url) loadTokens(props.tokens_url).then((tokens) => { view.tokens = tokens; view.signature = ""; paint(); });
-  const onControl = (e) => { if (e.target.closest && CONTROL_IDS.some((id) => e.target.closest(`#${id}`))) schedule(); };
+  const onControl = (e) => { if (e.target.closest && controlIds.some((id) => e.target.closest(`#${id}`))) schedule(); };
   document.addEventListener("input", onControl, true);
   document.addEventListener("change", onControl, true);
   // Values the server sets (the tour, a deep link) change the sliders without an input event.

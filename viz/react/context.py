@@ -20,10 +20,11 @@ import gradio as gr
 
 from agent.context import memory as am
 from agent.context.memory import Memory
+from agent.controls import REACT
 from agent.tools import ToolError
-from viz.charts import message
+from viz.controls import slider
 from viz.react import context_run as rc
-from viz.render import esc
+from viz.render import esc, message
 
 FACTS_TTL_S = 2 * 3600  # a tab's facts are forgotten this long after their last update
 CONTEXT_TITLE = "Context: few-shot exemplars, retrieved documents, memory, compaction"
@@ -32,20 +33,18 @@ APPLY = "Reset (a new run) or Fork from here applies it."
 
 def layout(d: dict, c) -> None:
     """The Context accordion (closed: it never pushes the views down) and the facts' State."""
-    low, high, step = rc.COMPACT_PERCENT
     d["facts"] = gr.State(Memory(), time_to_live=FACTS_TTL_S)
     d["facts_from"] = gr.State(None, time_to_live=FACTS_TTL_S)  # the final State last absorbed
     with gr.Accordion(CONTEXT_TITLE, open=False, elem_id="react-context"):
         with gr.Row():
-            d["few_shot"] = gr.Radio(list(rc.FEW_SHOT_CHOICES), value=c.few_shot, label="Few-shot exemplars",
+            d["few_shot"] = gr.Radio(list(rc.FEW_SHOT_CHOICES), value=c.few_shot, label=REACT["few_shot"].label,
                                      info="worked ⟨input, chain, output⟩ trajectories, re-sent every call")
             d["retrieve"] = gr.Checkbox(c.retrieve, label="Retrieved documents (RAG)",
                                         info="BM25 passages for the question, before the first call")
         with gr.Row():
             d["compact"] = gr.Checkbox(c.compact, label="Compact the history",
                                        info="older turns → one summary message")
-            d["compact_at"] = gr.Slider(low, high, value=c.compact_at, step=step,
-                                        label="Compact at (% of the budget)")
+            d["compact_at"] = slider(REACT["compact_at"], c.compact_at)
         d["memory"] = gr.Checkbox(c.memory, label="Memory",
                                   info="this tab's facts in every call, and the `remember` tool")
         with gr.Row(equal_height=True):

@@ -21,15 +21,14 @@ from dataclasses import replace
 
 from agent.budget import breakdown
 from agent.context.memory import Memory
+from agent.controls import REACT
 from agent.loop import LINE_COMPACT, PSEUDO_CODE_NOTES, State, budget_of, build_prompt
-from agent.parameters import number
-from agent.settings import COMPACT_RANGE, MAX_FEW_SHOT, Settings
+from agent.settings import Settings
 from agent.tools import Tool
 from viz.react import views as rv
 from viz.render import esc
 
-FEW_SHOT_CHOICES = tuple(range(MAX_FEW_SHOT + 1))
-COMPACT_PERCENT = (round(100 * COMPACT_RANGE[0]), round(100 * COMPACT_RANGE[1]), 5)  # low, high, step
+FEW_SHOT_CHOICES = tuple(range(REACT["few_shot"].low, REACT["few_shot"].high + 1))
 CONTEXT_FIELDS = ("few_shot", "retrieve", "retrieve_k", "memory", "compact_at")
 
 
@@ -44,12 +43,11 @@ def checked_context(settings: Settings, c) -> tuple[Settings, Memory]:
     Traceback (most recent call last):
     ValueError: Few-shot exemplars must lie in 0 … 3, got 7
     """
-    few = number(c.few_shot, "Few-shot exemplars", 0, MAX_FEW_SHOT, integer=True)
+    few = REACT["few_shot"].check(c.few_shot)
     for value, name in ((c.retrieve, "Retrieved documents"), (c.memory, "Memory"), (c.compact, "Compact")):
         if not isinstance(value, bool):
             raise ValueError(f"{name} is on or off (true/false), got {value!r}")
-    low, high, _ = COMPACT_PERCENT
-    at = number(c.compact_at, "Compact at (%)", low, high) / 100 if c.compact else None
+    at = REACT["compact_at"].check(c.compact_at) / 100 if c.compact else None
     settings = replace(settings, few_shot=few, retrieve=c.retrieve, memory=c.memory,
                        compact_at=round(at, 4) if at is not None else None)
     settings.check()
@@ -72,7 +70,7 @@ def compact_percent(recorded: Settings) -> tuple[bool, int]:
     ((True, 60), (False, 80))
     """
     at = recorded.compact_at
-    return (at is not None, round(100 * at) if at is not None else 80)
+    return (at is not None, round(100 * at) if at is not None else REACT["compact_at"].default)
 
 
 def compacted_here(state: State) -> bool:
@@ -82,16 +80,15 @@ def compacted_here(state: State) -> bool:
 def pseudocode(state: State, *, running: bool = False) -> str:
     """The lecture's nine lines (react_views), with a line under them saying where compaction runs
     once it is on; it is highlighted when the phase just shown was a compaction."""
-    html = rv.pseudocode_view(state, running=running)
     if state.settings.compact_at is None and not state.compactions:
-        return html
+        return rv.pseudocode_view(state, running=running)
     now = compacted_here(state) and not running
     at = f"{100 * state.settings.compact_at:.0f} %" if state.settings.compact_at is not None else "off"
     mark = (f'<div class="rp-compact{" current" if now else ""}" data-compact="{int(now)}" '
             f'data-compactions="{state.compactions}">⤷ line {LINE_COMPACT}, '
             f'{esc(PSEUDO_CODE_NOTES[LINE_COMPACT])} · Compact at {at} · '
             f'{state.compactions} compaction(s) so far</div>')
-    return html.replace('<div class="rp-step">', mark + '<div class="rp-step">', 1)
+    return rv.pseudocode_view(state, running=running, under_lines=mark)
 
 
 def compaction_line(states: tuple[State, ...], index: int, tools: tuple[Tool, ...], tokenizer,

@@ -21,15 +21,16 @@ from pathlib import Path
 
 import gradio as gr
 
+from agent.mcp.client import BUILT_IN, UNTRUSTED_SERVER
 from agent.parameters import number
 from agent.recording import record_run
 from viz import deeplink, tour
-from viz.charts import message
 from viz.react import context as ctx
 from viz.react import run, tool_panels
 from viz.react import tools as rt
 from viz.react import views as rv
 from viz.react.run import FMT_LABEL, FREE_TEXT, LOADED, MODE_LABEL, SCRIPTED, TASKS, Choices, Session
+from viz.render import message
 
 MAX_PHASES = 400  # Run to end gives up after this many phases …
 MAX_RUN_S = 300.0  # … or this many seconds of work (MAX_UPLOADED_RUN_S replaying a visitor's file) …
@@ -40,8 +41,10 @@ SETTINGS_HINT = ("Settings apply on Reset (a new run) or on Fork from here (this
                  "from the shown state).")
 CHOICE_HINT = "Next or Run to end starts a new run with these choices (or press Reset now)."
 NEW_RUN = "A new run with the controls' choices."
-LINK_CHOICES = {"task": tuple(t for t in TASKS if t != FREE_TEXT), "backend": run.BACKENDS,
-                "react_mode": tuple(run.MODES)}
+# A link's choices by stable name (?task=berlin-weather&backend=scripted&react_mode=react); a link
+# written with the labels before still opens.
+LINK_CHOICES = {"task": run.TASK_LABELS, "backend": deeplink.named(run.BACKENDS, run.BACKEND_NAMES),
+                "react_mode": deeplink.named(run.MODES, (m.value for m in run.MODES.values()))}
 
 
 # --- the views of a session ----------------------------------------------------------------------
@@ -135,7 +138,7 @@ def fresh(p, lm, s: Session, show_tokens, pending, values) -> tuple[Session | No
     if not pending or not values:
         return s, []
     try:
-        new = keep_exports(run.start(run.checked(lm, Choices(*values)), s.loaded, s.key), s)
+        new = keep_exports(run.start(run.checked(lm, Choices.of(values)), s.loaded, s.key), s)
     except ValueError as e:
         return None, [failed(p, lm, s, show_tokens, str(e))]
     return new, [{**views(p, lm, new, show_tokens, NEW_RUN + weights_note(new)), p.pending: None}]
@@ -209,7 +212,7 @@ def on_scrub(p, lm, s: Session, value, show_tokens) -> dict:
 def on_reset(p, lm, s: Session, show_tokens, *values) -> dict:
     """A new run from the controls (`values`: the fields of react_run.Choices, in order)."""
     try:
-        new = run.start(run.checked(lm, Choices(*values)), s.loaded, s.key)
+        new = run.start(run.checked(lm, Choices.of(values)), s.loaded, s.key)
     except ValueError as e:
         return failed(p, lm, s, show_tokens, str(e))
     mode, fmt = MODE_LABEL[new.state.mode], FMT_LABEL[new.state.fmt]
@@ -228,7 +231,7 @@ def weights_note(s: Session) -> str:
 
 def on_fork(p, lm, s: Session, show_tokens, *values) -> dict:
     try:
-        new = run.fork(s, run.checked(lm, Choices(*values)))
+        new = run.fork(s, run.checked(lm, Choices.of(values)))
     except ValueError as e:
         return failed(p, lm, s, show_tokens, str(e))
     return {**views(p, lm, new, show_tokens, f"Forked at state {s.index}: Next continues from here."),
@@ -237,30 +240,32 @@ def on_fork(p, lm, s: Session, show_tokens, *values) -> dict:
 
 def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
     """A recorded task brings its run's mode and format and starts a new run at once."""
-    c = Choices(*values)
+    c = Choices.of(values)
     known = c.task in TASKS or str(c.task).startswith(LOADED)
     recorded = run.run_for(c.task, s.loaded) if known else None
     if recorded is not None:
         c = replace(c, mode=MODE_LABEL[recorded.mode], fmt=FMT_LABEL[recorded.fmt])
         c, kept = ctx.recorded_choices(p, c, recorded, lm.context_window)  # its budget and context
+        if rt.extra_of(recorded) is None and c.tools_from == UNTRUSTED_SERVER.label:
+            # the security demo's server serves only its own replays: another recorded task returns to
+            # the built-in functions (it would else fail: "the run needs tools that are not available")
+            c = replace(c, tools_from=BUILT_IN, defence=False)
+            kept = {**kept, p.tools_from: BUILT_IN, p.defence: False}
     free = {p.task_text: gr.Textbox(visible=c.task == FREE_TEXT), **(kept if recorded is not None else {})}
     if c.task == FREE_TEXT:
         hint = "Type your task" + (", choose the Local model or a server," if c.backend == SCRIPTED
                                    else "") + " then press Next or Run to end."
         return {**free, **views(p, lm, s, show_tokens, hint), p.pending: True}
-    return {**free, **task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *_values(c))}
+    return {**free, **task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *c.values())}
 
 
 def on_tour(p, lm, delta: int, at, s: Session, show_tokens, *values) -> dict:
     """Go to a stop of the ReAct tour: its task starts a new run (scripted), and its text is shown."""
     i = max(0, min(len(tour.REACT_TOUR) - 1, int(at) + delta))
-    c = replace(Choices(*values), task=tour.REACT_TOUR[i].settings["task"], backend=SCRIPTED)
+    task = run.TASK_LABELS[tour.REACT_TOUR[i].settings["task"]]  # the tour names a run by its id
+    c = replace(Choices.of(values), task=task, backend=SCRIPTED)
     return {p.tour_md: tour.stop_markdown(tour.REACT_TOUR, i), p.tour_at: i, p.task: c.task,
-            p.backend: SCRIPTED, **on_task(p, lm, s, show_tokens, *_values(c))}
-
-
-def _values(c: Choices) -> tuple:
-    return tuple(getattr(c, name) for name in Choices.__dataclass_fields__)
+            p.backend: SCRIPTED, **on_task(p, lm, s, show_tokens, *c.values())}
 
 
 # --- files: export, load -------------------------------------------------------------------------
@@ -327,7 +332,7 @@ def react_link(task, backend, mode, temperature, top_p, seed, max_steps) -> str:
               "react_temperature": temperature, "react_top_p": top_p, "react_seed": seed,
               "max_steps": max_steps}
     link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
-    return deeplink.query(link.values)
+    return deeplink.query(link.values, LINK_CHOICES)
 
 
 def restore(p, lm, first: Session, values: dict) -> dict:
@@ -344,4 +349,4 @@ def restore(p, lm, first: Session, values: dict) -> dict:
                 max_steps=values.get("max_steps", c.max_steps))
     shown = {p.task: c.task, p.backend: c.backend, p.temperature: c.temperature, p.top_p: c.top_p,
              p.seed: c.seed, p.max_steps: c.max_steps, p.mode: c.mode, p.fmt: c.fmt}
-    return {**shown, **on_reset(p, lm, first, False, *_values(c))}
+    return {**shown, **on_reset(p, lm, first, False, *c.values())}

@@ -4,15 +4,16 @@ loaded from a file, stepped (a real model's reply streamed) and drawn as the six
     c = checked(lm, Choices(task=…, backend=LOCAL, …))   # ValueError: a sentence a person can act on
     s = start(c)            s = fork(s, c)            s = load_session(path, lm)
     for new_state, text in one_phase(s, lm): …         # text: the reply so far, while it streams
-    html_views(s, lm, show_tokens)                       # (pseudo-code, history, template, budget, growth, stop)
+    html_views(s, lm, show_tokens)                       # HtmlViews: .pseudo .history .template .budget …
 
-What it knows: the Task, Backend, Mode and Output format choices and their labels, every bound
-on a control (LIMITS, MAX_TASK_CHARS, …) and every run default (`default_choices`) — one place
-for each, read by the layout (viz/react/tab.py), the handlers (viz/react/handlers.py) and the
-deep links. A Session holds the tuple of loop States recorded so far and the index shown; it
-keeps no rendered HTML (only digests of the views last sent, to skip unchanged ones). The
-OpenAI-compatible server is one the operator allowed, chosen by label (or, only where
-agent.llm.remote.free_url_allowed(), a typed URL); agent.llm.remote guards every request to it.
+What it knows: the Task, Backend, Mode and Output format choices and their labels, the text
+bounds (MAX_TASK_CHARS, …) and every run default (`default_choices`) — one place for each, read
+by the layout (viz/react/tab.py), the handlers (viz/react/handlers.py) and the deep links. The
+numeric controls' bounds, steps and defaults are the registry's (agent/controls.py `REACT`).
+A Session holds the tuple of loop States recorded so far and the index shown; it keeps no rendered
+HTML (only digests of the views last sent, to skip unchanged ones). The OpenAI-compatible server is
+one the operator allowed, chosen by label (or, only where agent.llm.remote.free_url_allowed(), a
+typed URL); agent.llm.remote guards every request to it.
 
 What it does not know: Gradio, or how the loop, a backend, the template or the budget work inside.
 """
@@ -24,22 +25,23 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlparse
 
 from agent import loop
 from agent.backends import BackendError, BackendReply, LocalBackend, ScriptedBackend, Settings, observed
 from agent.budget import tools_unrendered
 from agent.context.memory import Memory
+from agent.controls import REACT, RUN
 from agent.llm import remote
 from agent.llm.server_info import serves_bundled, tool_choice
 from agent.llm.weights import DEFAULT_WEIGHTS
 from agent.loop import Phase, State
 from agent.mcp.client import BUILT_IN
 from agent.messages import SystemMessage
-from agent.parameters import SEED_MAX, number
 from agent.recording import RecordedRun, load_run, run_from_dict, shipped_runs, start_state, tools_of
 from agent.sandbox import code_tool_enabled
 from agent.template import Fmt, Mode, system_prompt
@@ -66,24 +68,22 @@ TASKS = {  # the Task dropdown → the shipped recorded run it replays (None: th
 DEFAULT_TASK = next(iter(TASKS))
 if not code_tool_enabled():  # the deployment switched the code tool off (REACT_LAB_CODE_TOOL=off)
     del TASKS[CODE_TASK]
+TASK_LABELS = {run_id: label for label, run_id in TASKS.items() if run_id}  # a run's stable id → its label
 LOADED = "Loaded run: "
 SCRIPTED, LOCAL, REMOTE = "Scripted replay", "Local model", "OpenAI-compatible server"
 BACKENDS = (SCRIPTED, LOCAL, REMOTE)
+BACKEND_NAMES = ("scripted", "local", "remote")  # their stable names (deep links)
 MODES = {"ReAct": Mode.REACT, "Act": Mode.ACT, "CoT only": Mode.COT}
 FORMATS = {"native tool calls": Fmt.NATIVE, "ReAct text": Fmt.REACT_TEXT}
 MODE_LABEL = {v: k for k, v in MODES.items()}
 FMT_LABEL = {v: k for k, v in FORMATS.items()}
 MAX_TASK_CHARS = 2_000
-MIN_BUDGET = 256
+MIN_BUDGET = REACT["budget"].low
 REMOTE_WINDOW = 1_048_576  # a server's window is unknown: its budget may go up to this
 CALL_LIMIT_S = 60.0  # wall-clock limit of one model call
 STREAM_EVERY_S = 0.1  # a streamed reply is redrawn at most this often
 MAX_RUN_BYTES = 2_000_000
 MAX_RUN_REPLIES = 100
-# (low, high, step) of each numeric setting: the sliders' ranges and the server's checks
-LIMITS = {"max_steps": (1, 20, 1), "reply_tokens": (8, 1024, 8), "temperature": (0, 2, 0.05),
-          "top_p": (0.05, 1, 0.01), "seed": (0, SEED_MAX, 1)}
-RUN = Settings()  # the run defaults: MAX_STEPS, reply tokens, temperature, top-p, seed
 
 
 @dataclass(frozen=True)
@@ -114,11 +114,35 @@ class Choices:
     retrieve: bool = RUN.retrieve  # BM25 passages before the first call,
     memory: bool = RUN.memory  # the session's facts and the `remember` tool,
     compact: bool = False  # compaction on, …
-    compact_at: int = 80  # … past this % of the budget;
+    compact_at: int = REACT["compact_at"].default  # … past this % of the budget;
     facts: Memory = Memory()  # the browser session's facts (a gr.State: never sent by a visitor)
     tools_from: str = BUILT_IN  # "Tools from": agent.mcp.client.sources()
     tool_set: str = rt.DEFAULT_TOOL_SET  # a typed task's tools: agent.tools.tool_sets()
     defence: bool = False  # calls to an untrusted MCP server's tools wait for approval
+
+    @classmethod
+    def of(cls, values) -> Choices:
+        """The page's input values (in the order of the fields, as `values()` gives them) by name;
+        a list of another length is refused, never read shifted."""
+        return cls(**dict(zip(CHOICE_NAMES, values, strict=True)))
+
+    def values(self) -> tuple:
+        """The fields' values in their order: the inputs of Reset, Fork, Task and the tour."""
+        return tuple(getattr(self, name) for name in CHOICE_NAMES)
+
+
+CHOICE_NAMES = tuple(f.name for f in fields(Choices))
+
+
+class HtmlViews(NamedTuple):
+    """The six views of the shown state, by name (their order is viz/react/tab.Parts.views')."""
+
+    pseudo: str
+    history: str
+    template: str
+    budget: str
+    growth: str
+    stop: str
 
 
 @dataclass(frozen=True)
@@ -195,16 +219,12 @@ def checked_settings(window: int, max_steps, budget, reply_tokens, temperature=0
     >>> checked_settings(8192, 3, 512, 64).context_budget
     512
     """
-    def bounded(value, name, key, integer=True):
-        return number(value, name, LIMITS[key][0], LIMITS[key][1], integer=integer)
-
     return Settings(
-        max_steps=bounded(max_steps, "MAX_STEPS", "max_steps"),
-        context_budget=number(budget, "Context budget", MIN_BUDGET, window, integer=True),
-        max_new_tokens=bounded(reply_tokens, "Reply tokens", "reply_tokens"),
-        temperature=bounded(temperature, "Temperature", "temperature", False),
-        top_p=bounded(top_p, "Top-p", "top_p", False), seed=bounded(seed, "Seed", "seed"),
-        constrained=bool(constrained), timeout_s=CALL_LIMIT_S)
+        max_steps=REACT["max_steps"].check(max_steps),
+        context_budget=REACT["budget"].check(budget, high=window),
+        max_new_tokens=REACT["reply_tokens"].check(reply_tokens),
+        temperature=REACT["temperature"].check(temperature), top_p=REACT["top_p"].check(top_p),
+        seed=REACT["seed"].check(seed), constrained=bool(constrained), timeout_s=CALL_LIMIT_S)
 
 
 def checked(lm, c: Choices) -> Controls:
@@ -476,16 +496,17 @@ def specials_of(s: Session, lm) -> tuple[str, ...]:
     return tuple(getattr(lm.tokenizer, "all_special_tokens", ()) or ())
 
 
-def html_views(s: Session, lm, show_tokens) -> tuple[str, ...]:
-    """(pseudo-code, history, template, budget, growth, stop) of the shown state."""
+def html_views(s: Session, lm, show_tokens) -> HtmlViews:
+    """The six views of the shown state."""
     f = frame_of(s, lm)
     label = f"{lm.name} tokenizer"
     if s.backend.kind == REMOTE and f.breakdown.exact:
         label = f"{lm.name} tokenizer (the server serves the bundled model)"
     elif s.backend.kind == REMOTE:
         label = "no tokenizer for the server's model: ⌈characters / 4⌉"
-    return (rc.pseudocode(f.state), rv.history_view(f.state, f.new_history),
-            rv.template_view(f, specials_of(s, lm), show_tokens=bool(show_tokens)),
-            rv.budget_view(f.breakdown, label, f.usage)
-            + rc.compaction_line(s.states, s.index, s.tools, *_counter(s, lm)),
-            rv.growth_view(f.state.usage, composition=f.state.composition), rv.stop_view(f.state))
+    return HtmlViews(
+        pseudo=rc.pseudocode(f.state), history=rv.history_view(f.state, f.new_history),
+        template=rv.template_view(f, specials_of(s, lm), show_tokens=bool(show_tokens)),
+        budget=rv.budget_view(f.breakdown, label, f.usage)
+        + rc.compaction_line(s.states, s.index, s.tools, *_counter(s, lm)),
+        growth=rv.growth_view(f.state.usage, composition=f.state.composition), stop=rv.stop_view(f.state))

@@ -12,8 +12,10 @@ runs one phase (a real model's reply streams into the template view token by tok
 here continues the shown state with other settings. Every control is checked on the server.
 
 Adding a run control (one that Reset and Fork read — e.g. few-shot exemplars, a memory switch):
-  1. a field in react_run.Choices (name, default) and its check in react_run.checked;
-  2. the component, under the same name, in Parts and in one of the layout functions below.
+  1. a number: its Control in agent/controls.py REACT (bounds, step, default, label);
+  2. a field in react_run.Choices (name, default) and its check in react_run.checked;
+  3. the component, under the same name, in Parts and in one of the layout functions below
+     (viz/controls.slider(REACT[name]) for a number).
 Reset, Fork, the Task dropdown and the tour then receive it (inputs follow Choices' fields).
 Adding a control with its own event (a panel, a button): a field in Parts, the component in a
 layout function, one handler in react_handlers taking (p, lm, …values) and returning
@@ -29,13 +31,15 @@ from functools import partial
 
 import gradio as gr
 
+from agent.controls import REACT
 from agent.llm import remote
+from viz.controls import number_box, slider
 from viz.react import context as ctx
 from viz.react import handlers as h
 from viz.react import post_training, run
 from viz.react import tools_tab as tt
 from viz.react.handlers import LINK_CHOICES  # noqa: F401 (app.py reads it here)
-from viz.react.run import BACKENDS, FORMATS, LIMITS, MODES, TASKS, Choices
+from viz.react.run import BACKENDS, FORMATS, MODES, TASKS, Choices
 
 SESSION_TTL_S = 2 * 3600  # a tab's run is forgotten this long after its last update
 
@@ -118,7 +122,7 @@ class Parts:
 
     @property
     def views(self) -> list:
-        """The six views and the message, in the order of react_run.html_views (+ message)."""
+        """The six views and the message, in the order of react_run.HtmlViews' fields (+ message)."""
         return [self.pseudo, self.history, self.template, self.budget_html, self.growth_html,
                 self.stop, self.msg]
 
@@ -189,25 +193,20 @@ def _tour(d: dict) -> None:
     d["tour_at"] = gr.State(-1)
 
 
-def _views(d: dict, html: tuple[str, ...]) -> None:
-    pseudo, history, template, budget, _growth, stop = html
+def _views(d: dict, html: run.HtmlViews) -> None:
     d["msg"] = gr.HTML("", elem_id="react-message", js_on_load=None)
     with gr.Row(equal_height=False, elem_id="react-views"):
         with gr.Column(scale=11, min_width=560):
-            d["pseudo"] = gr.HTML(pseudo, elem_id="react-pseudocode", js_on_load=KEYS_JS)
-            d["budget_html"] = gr.HTML(budget, elem_id="react-budget", js_on_load=None)
+            d["pseudo"] = gr.HTML(html.pseudo, elem_id="react-pseudocode", js_on_load=KEYS_JS)
+            d["budget_html"] = gr.HTML(html.budget, elem_id="react-budget", js_on_load=None)
         with gr.Column(scale=8, min_width=420):
-            d["history"] = gr.HTML(history, elem_id="react-history", js_on_load=None)
-            d["stop"] = gr.HTML(stop, elem_id="react-stop", js_on_load=None)
+            d["history"] = gr.HTML(html.history, elem_id="react-history", js_on_load=None)
+            d["stop"] = gr.HTML(html.stop, elem_id="react-stop", js_on_load=None)
         with gr.Column(scale=9, min_width=480):
-            d["template"] = gr.HTML(template, elem_id="react-template", js_on_load=None)
+            d["template"] = gr.HTML(html.template, elem_id="react-template", js_on_load=None)
 
 
 def _settings(d: dict, c: Choices, growth: str) -> None:
-    def slider(name: str, label: str, value):
-        low, high, step = LIMITS[name]
-        d[name] = gr.Slider(low, high, value=value, step=step, label=label)
-
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             d["growth_html"] = gr.HTML(growth, elem_id="react-growth", js_on_load=None)
@@ -215,15 +214,13 @@ def _settings(d: dict, c: Choices, growth: str) -> None:
             with gr.Accordion("Settings: MAX_STEPS, context budget, reply tokens, sampling",
                               open=False):
                 with gr.Row():
-                    slider("max_steps", "MAX_STEPS", c.max_steps)
-                    d["budget"] = gr.Number(c.budget, precision=0, minimum=run.MIN_BUDGET,
-                                            maximum=run.REMOTE_WINDOW, label="Context budget (tokens)")
-                    slider("reply_tokens", "Reply tokens (reserved)", c.reply_tokens)
+                    d["max_steps"] = slider(REACT["max_steps"], c.max_steps)
+                    d["budget"] = number_box(REACT["budget"], c.budget, high=run.REMOTE_WINDOW)
+                    d["reply_tokens"] = slider(REACT["reply_tokens"], c.reply_tokens)
                 with gr.Row():
-                    slider("temperature", "Temperature", c.temperature)
-                    slider("top_p", "Top-p", c.top_p)
-                    low, high, _ = LIMITS["seed"]
-                    d["seed"] = gr.Number(c.seed, precision=0, minimum=low, maximum=high, label="Seed")
+                    d["temperature"] = slider(REACT["temperature"], c.temperature)
+                    d["top_p"] = slider(REACT["top_p"], c.top_p)
+                    d["seed"] = number_box(REACT["seed"], c.seed)
             ctx.layout(d, c)
             _files(d)
 
@@ -247,7 +244,7 @@ def layout(lm, first: run.Session) -> Parts:
     tt.approval(d)
     _tour(d)
     _views(d, html)
-    _settings(d, c, html[4])
+    _settings(d, c, html.growth)
     tt.controls(d, c)
     post_training.build(lm)  # read once at start: no listener
     return Parts(**d)
@@ -290,7 +287,7 @@ def _wire_controls(p: Parts, lm) -> None:
               p.memory, p.compact, p.compact_at):
         c.input(partial(h.settings_hint, p), None, p.msg, api_name=False, **quiet)
     tour_outs = [p.tour_md, p.tour_at, p.task, p.backend, p.task_text, p.mode, p.fmt, *p.stepped,
-                 *ctx.recorded_outputs(p)]
+                 *ctx.recorded_outputs(p), p.tools_from, p.defence]  # the outputs of on_task
     for button, delta in ((p.tour_next, 1), (p.tour_prev, -1)):
         button.click(partial(h.on_tour, p, lm, delta), [p.tour_at, *inputs], tour_outs, api_name=False)
 

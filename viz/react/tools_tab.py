@@ -22,12 +22,11 @@ from agent import codeact, sandbox
 from agent.mcp import client as mcp_client
 from agent.mcp.client import BUILT_IN, McpFailure
 from agent.tools import tool_sets
-from viz.charts import message
 from viz.react import handlers as h
 from viz.react import run, tool_panels
 from viz.react import tools as rt
 from viz.react.run import FREE_TEXT, Session
-from viz.render import esc
+from viz.render import esc, message
 
 SAME_PROMPT = ("The prompt sent to the model is byte-identical with the built-in functions and with "
                "the MCP server's tools: MCP is a matter of the runtime; the model has no knowledge of it.")

@@ -21,6 +21,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from agent import messages as msgs  # the message types, by module: msgs.UserMessage, …
 from agent.backends import BackendReply
 from agent.budget import (
     BUDGET_CATEGORIES,
@@ -42,17 +43,6 @@ from agent.loop import (
     StopReason,
     budget_of,
     build_prompt,
-)
-from agent.messages import (
-    AssistantMessage,
-    Message,
-    Origin,
-    ResultKind,
-    SystemMessage,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-    pairing_violations,
 )
 from agent.template import Fmt, Rendered, call_text, render
 from agent.tools import Tool
@@ -82,9 +72,9 @@ STOP_WHY = {
                            "the run and say why, as the step cap does",
 }
 RESULT_EVENTS = {
-    ResultKind.VALIDATION_ERROR: "validation error: returned to the model as the result",
-    ResultKind.POLICY_REFUSAL: "policy refusal: well-formed, but not permitted",
-    ResultKind.TOOL_ERROR: "tool error: the tool raised; its message is the result",
+    msgs.ResultKind.VALIDATION_ERROR: "validation error: returned to the model as the result",
+    msgs.ResultKind.POLICY_REFUSAL: "policy refusal: well-formed, but not permitted",
+    msgs.ResultKind.TOOL_ERROR: "tool error: the tool raised; its message is the result",
 }
 
 
@@ -125,7 +115,7 @@ def reply_text(reply: BackendReply, fmt: Fmt) -> str:
     """The reply as the model wrote it; calls an API returned structured, as the template writes
     them.
 
-    >>> reply_text(BackendReply("", (ToolCall("call_1", "get_weather", '{"city": "Berlin"}'),)),
+    >>> reply_text(BackendReply("", (msgs.ToolCall("call_1", "get_weather", '{"city": "Berlin"}'),)),
     ...            Fmt.NATIVE)
     '<tool_call>{"name": "get_weather", "arguments": {"city": "Berlin"}}</tool_call>'
     """
@@ -152,8 +142,9 @@ def frame(states: tuple[State, ...], index: int, tools: tuple[Tool, ...], tokeni
 
 # --- Prompt-ToolLoop -----------------------------------------------------------------------------
 
-def pseudocode_view(state: State, *, running: bool = False) -> str:
-    """The nine lines; those the last phase executed are highlighted, the last one strongest."""
+def pseudocode_view(state: State, *, running: bool = False, under_lines: str = "") -> str:
+    """The nine lines; those the last phase executed are highlighted, the last one strongest.
+    `under_lines`: HTML placed right under them (viz/react/context_run.py: where compaction runs)."""
     lines = (2, 3) if running else state.lines
     items = []
     for n, code in enumerate(PSEUDO_CODE, 1):
@@ -175,7 +166,7 @@ def pseudocode_view(state: State, *, running: bool = False) -> str:
     return (
         f'<div class="rp" data-lines="{",".join(map(str, lines))}" data-step="{step}" '
         f'data-running="{int(running)}"><div class="rp-title">{esc(PSEUDO_CODE_TITLE)}</div>'
-        f'<ol class="rp-lines">{"".join(items)}</ol>'
+        f'<ol class="rp-lines">{"".join(items)}</ol>{under_lines}'
         f'<div class="rp-step"><span class="rp-count">step {step} of MAX_STEPS = '
         f'{state.settings.max_steps}</span><span class="rp-dots">{dots}</span></div>'
         f'<div class="rp-status">{status}{pending}</div>'
@@ -196,18 +187,18 @@ class Link:
     lane: int = 0
 
 
-def links(history: tuple[Message, ...]) -> list[Link]:
+def links(history: tuple[msgs.Message, ...]) -> list[Link]:
     """One link per tool call, to the first later result with its id, in non-overlapping lanes.
 
-    >>> a = AssistantMessage(tool_calls=(ToolCall("call_1", "f", ""), ToolCall("call_2", "f", "")))
-    >>> [(k.call_id, k.start, k.end, k.lane) for k in links((a, ToolResultMessage("call_2", "")))]
+    >>> a = msgs.AssistantMessage(tool_calls=(msgs.ToolCall("call_1", "f", ""), msgs.ToolCall("call_2", "f", "")))
+    >>> [(k.call_id, k.start, k.end, k.lane) for k in links((a, msgs.ToolResultMessage("call_2", "")))]
     [('call_1', 0, None, 0), ('call_2', 0, 1, 1)]
     """
     found = []
     for i, m in enumerate(history):
-        for c in m.tool_calls if isinstance(m, AssistantMessage) else ():
+        for c in m.tool_calls if isinstance(m, msgs.AssistantMessage) else ():
             end = next((j for j in range(i + 1, len(history))
-                        if isinstance(history[j], ToolResultMessage)
+                        if isinstance(history[j], msgs.ToolResultMessage)
                         and history[j].tool_call_id == c.id), None)
             found.append(Link(c.id, i, end, LINK_COLORS[len(found) % len(LINK_COLORS)]))
     busy: list[int] = []  # the last message each lane is taken until
@@ -219,14 +210,14 @@ def links(history: tuple[Message, ...]) -> list[Link]:
     return out
 
 
-def _call_chip(call: ToolCall, color: str, pending: bool) -> str:
+def _call_chip(call: msgs.ToolCall, color: str, pending: bool) -> str:
     wait = '<span class="rh-pending">pending: runs on Next (lines 6–8)</span>' if pending else ""
     return (f'<div class="rh-call" data-call-id="{esc(call.id)}" style="--c:{color}">'
             f'<span class="rh-id">{esc(call.id)}</span> <b>{esc(call.name)}</b>'
             f'<span class="rh-args">({esc(call.arguments)})</span>{wait}</div>')
 
 
-def _result_card(m: ToolResultMessage, color: str | None) -> tuple[str, str, str]:
+def _result_card(m: msgs.ToolResultMessage, color: str | None) -> tuple[str, str, str]:
     event = RESULT_EVENTS.get(m.kind, "")
     orphan = ('<div class="rh-flag">⚠ orphan: no earlier call has this tool_call_id</div>'
               if color is None else "")
@@ -237,18 +228,18 @@ def _result_card(m: ToolResultMessage, color: str | None) -> tuple[str, str, str
     return classes, head, f'{orphan}<div class="rh-body">{esc(m.content)}</div>'
 
 
-def _card(m: Message, colors: dict[str, str], pending: set[str]) -> tuple[str, str, str]:
+def _card(m: msgs.Message, colors: dict[str, str], pending: set[str]) -> tuple[str, str, str]:
     """(css classes, head, body) of one message."""
-    if isinstance(m, SystemMessage):
+    if isinstance(m, msgs.SystemMessage):
         return "rh-system", "SystemMessage", f'<div class="rh-body small">{esc(m.content)}</div>'
-    if isinstance(m, UserMessage):
+    if isinstance(m, msgs.UserMessage):
         body = f'<div class="rh-body">{esc(m.content)}</div>'
-        if m.origin == Origin.RUNTIME:
+        if m.origin == msgs.Origin.RUNTIME:
             return "rh-user rh-event", "UserMessage · runtime feedback: unparsable reply", body
-        if m.origin == Origin.SUMMARY:
+        if m.origin == msgs.Origin.SUMMARY:
             return "rh-user rh-summary", f"UserMessage · compaction summary of {m.replaced} model turn(s)", body
         return "rh-user", "UserMessage", body
-    if isinstance(m, ToolResultMessage):
+    if isinstance(m, msgs.ToolResultMessage):
         return _result_card(m, colors.get(m.tool_call_id))
     thought = f'<div class="rh-thought">Thought: {esc(m.thought)}</div>' if m.thought else ""
     text = f'<div class="rh-body">{esc(m.text)}</div>' if m.text else ""
@@ -278,7 +269,7 @@ def history_view(state: State, new_from_index: int) -> str:
                      f'data-from="{k.start}" data-to="{"" if k.end is None else k.end}" '
                      f'title="{esc(k.call_id)}: {status}" style="grid-row:{k.start + 1} / '
                      f'{last + 1};grid-column:{k.lane + 1};--c:{k.color}"></div>')
-    problems = pairing_violations(history, allow_pending=state.phase == Phase.EXECUTE)
+    problems = msgs.pairing_violations(history, allow_pending=state.phase == Phase.EXECUTE)
     banner = ('<div class="rh-violations"><b>⚠ pairing invariant violated</b><ul>'
               + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul></div>") if problems else ""
     lanes = f"repeat({n_lanes}, 0.8em) " if n_lanes else ""

@@ -27,9 +27,10 @@ import gradio as gr
 
 from agent import enforcing, sampling, topn
 from agent.constraints import PRESETS, ConstraintViolation, Grammar, GrammarError
+from agent.controls import SAMPLING, page_controls
 from agent.llm import continuation as cont
-from agent.parameters import SEED_MAX
-from viz import charts, deeplink, position, tour
+from viz import charts, deeplink, position, render, tour
+from viz.controls import number_box, slider
 
 EXAMPLES = {
     "A fact: The capital of France is": ("The capital of France is", False),
@@ -40,21 +41,28 @@ EXAMPLES = {
     "A tool-call request (try Constraint: JSON tool call)": ("Call get_weather with city Berlin.", True),
 }
 DEFAULT_EXAMPLE = "A fact: The capital of France is"
+EXAMPLE_NAMES = dict(zip(("capital-of-france", "story-start", "json-object", "greedy-repetition", "chat-question",
+                          "tool-call-request"), EXAMPLES, strict=True))  # stable name → label (the tour)
 DEFAULT_ASKING = "JSON tool call"
 PROMPT_MODES = ("Raw text", "Chat message")
 NO_CONSTRAINT = "None"
 CUSTOM = "Custom…"
 CONSTRAINT_CHOICES = [NO_CONSTRAINT, *PRESETS, CUSTOM]
 KIND_LABELS = {"choice": "Choice list", "regex": "Regular expression", "json_schema": "JSON Schema", "lark": "Lark CFG"}
-MAX_N_DRAWS = 10_000
-MAX_BARS = 100
 MAX_GRAMMAR_CHARS = 20_000
 MAX_OWN_CHARS = 20_000
 SESSION_TTL_S = 2 * 60 * 60  # a session's state is dropped two hours after its last change
-LINK_CHOICES = {"mode": PROMPT_MODES, "constraint": (NO_CONSTRAINT, *PRESETS)}
+# A link's text fields by stable name (?mode=chat); links with the labels still open.
+LINK_CHOICES = {"mode": deeplink.named(PROMPT_MODES, ("raw", "chat")),
+                "constraint": deeplink.named((NO_CONSTRAINT, *PRESETS))}
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 SETTINGS = ("temperature", "top_k", "top_p", "min_p")
+AXES = ("Linear", "Log")
+AXIS_ID = "sampling-axis"
+# What the page's JavaScript reads (viz/js/sampling_view.js readControls): the sliders' ids and
+# defaults from the registry, and the Axis radio; passed in as the chart's `controls` prop.
+PAGE_CONTROLS = {**page_controls(), "axis": {"id": AXIS_ID, "default": AXES[0]}}
 # What a position change returns, by name (the API leaves out the State): tests read by these names.
 POSITION_OUTPUTS = ("state", "chart", "msg", "continuation", "prompt_string")
 
@@ -140,30 +148,14 @@ class Controls:
 # ---- values the server checks (every one can arrive through the API) ---------------------------
 
 def _settings(temperature, top_k, top_p, min_p) -> sampling.SamplingConfig:
-    """Controls → a checked SamplingConfig; values sent through the API get the same checks."""
-    try:
-        k = float(top_k)
-        if not k.is_integer():
-            raise ValueError(f"top_k must be a whole number, got {top_k!r}")
-        return sampling.SamplingConfig(
-            temperature=float(temperature), top_k=int(k), top_p=float(top_p), min_p=float(min_p)
-        )
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"Sampling settings: {exc}") from None
-
-
-def _whole(name: str, value, low: int, high: int) -> int:
-    try:
-        n = int(float(value))
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
-    if not low <= n <= high:
-        raise ValueError(f"{name} must lie in {low:,} … {high:,}, got {n:,}")
-    return n
+    """Controls → a SamplingConfig, each value through its registry check (agent/controls.py), so
+    a value sent through the API meets the slider's bounds; ValueError names the control."""
+    values = dict(zip(SETTINGS, (temperature, top_k, top_p, min_p), strict=True))
+    return sampling.SamplingConfig(**{name: SAMPLING[name].check(v) for name, v in values.items()})
 
 
 def _seed(value) -> int:
-    return _whole("The seed", value, 0, SEED_MAX)
+    return SAMPLING["seed"].check(value)
 
 
 # ---- what the server sends ----------------------------------------------------------------------
@@ -175,13 +167,13 @@ def continuation_html(lm, c: cont.Continuation) -> str:
 
 def shown(lm, ui: Controls, c: cont.Continuation, note: str = "") -> dict:
     """Every view of a new position: the state, the position for the page, the continuation."""
-    return {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: charts.message(note, "info"),
+    return {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: render.message(note, "info"),
             ui.continuation: continuation_html(lm, c), ui.prompt_string: c.prompt_text}
 
 
 def failed(ui: Controls, exc) -> dict:
     """An error leaves every view and the session as they were, with a message."""
-    return {ui.msg: charts.message(str(exc), "error")}
+    return {ui.msg: render.message(str(exc), "error")}
 
 
 # ---- handlers: module-level, named values in, {component: value} out ---------------------------
@@ -268,7 +260,7 @@ def _with_grammar(lm, ui, grammar, state):
 def on_constraint(lm, ui, constraint, state):
     if constraint == CUSTOM:
         return {ui.custom_box: gr.Accordion(open=True),
-                ui.msg: charts.message("Write a grammar below and press Apply grammar.", "info")}
+                ui.msg: render.message("Write a grammar below and press Apply grammar.", "info")}
     if constraint == NO_CONSTRAINT:
         return _with_grammar(lm, ui, None, state)
     if constraint not in PRESETS:
@@ -287,8 +279,8 @@ def on_apply(lm, ui, kind, source, state):
 
 def on_many(lm, ui, n_draws, state, temperature, top_k, top_p, min_p, n_bars):
     try:
-        n = _whole("N draws", n_draws, 1, MAX_N_DRAWS)
-        rows = _whole("Bars shown", n_bars, 1, MAX_BARS)
+        n = SAMPLING["n_draws"].check(n_draws)
+        rows = SAMPLING["n_bars"].check(n_bars)
         t = sampling.trace(state.logits, _settings(temperature, top_k, top_p, min_p), mask=state.mask, u=state.u)
         h = topn.histogram(t, cont.sample_many(state, t.probs, n), rows=rows)
     except ValueError as exc:
@@ -309,7 +301,7 @@ def on_own(lm, ui, own_text, own_kind, state):
 
 def on_asking(lm, ui, n_runs, state, temperature, top_k, top_p, min_p):
     try:
-        n = _whole("N runs", n_runs, 1, enforcing.MAX_RUNS)
+        n = SAMPLING["n_runs"].check(n_runs)
         config = _settings(temperature, top_k, top_p, min_p)
         grammar = state.grammar or PRESETS[DEFAULT_ASKING]
         json_kind = grammar.kind == "json_schema"
@@ -317,7 +309,7 @@ def on_asking(lm, ui, n_runs, state, temperature, top_k, top_p, min_p):
         for comp in enforcing.compare(lm, state.prompt, grammar, config, state.seed, n=n):
             yield {ui.asking: charts.comparison_view(comp, json_kind=json_kind, running=True), ui.msg: ""}
         yield {ui.asking: charts.comparison_view(comp, json_kind=json_kind, running=False),
-               ui.msg: charts.message(comp.note) if comp.note else ""}
+               ui.msg: render.message(comp.note) if comp.note else ""}
     except (TypeError, ValueError, OverflowError, GrammarError) as exc:
         yield failed(ui, exc)
 
@@ -329,7 +321,7 @@ def on_tour(lm, ui, delta, tour_at, state, prompt, mode, temperature, top_k, top
     for stop in tour.SAMPLING_TOUR[: i + 1]:
         settings.update(stop.settings)
     if "example" in settings:
-        prompt, chat = EXAMPLES[settings["example"]]
+        prompt, chat = EXAMPLES[EXAMPLE_NAMES[settings["example"]]]  # the tour names an example by its name
         mode = PROMPT_MODES[int(chat)]
     name = settings.get("constraint", NO_CONSTRAINT)
     try:
@@ -339,7 +331,7 @@ def on_tour(lm, ui, delta, tour_at, state, prompt, mode, temperature, top_k, top
     now = dict(zip(SETTINGS, (temperature, top_k, top_p, min_p), strict=True))
     return {ui.tour_md: tour.stop_markdown(tour.SAMPLING_TOUR, i), ui.tour_at: i, ui.prompt: prompt, ui.mode: mode,
             **{getattr(ui, k): settings.get(k, v) for k, v in now.items()},
-            ui.n_bars: 20, ui.axis: "Linear", ui.constraint: name, **shown(lm, ui, new)}
+            ui.n_bars: SAMPLING["n_bars"].default, ui.axis: AXES[0], ui.constraint: name, **shown(lm, ui, new)}
 
 
 def on_link(prompt, mode, temperature, top_k, top_p, min_p, constraint, seed):
@@ -347,7 +339,7 @@ def on_link(prompt, mode, temperature, top_k, top_p, min_p, constraint, seed):
               "mode": mode, "temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
               "constraint": constraint if constraint != CUSTOM else None, "seed": seed}
     link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
-    return deeplink.query(link.values)
+    return deeplink.query(link.values, LINK_CHOICES)
 
 
 def restore(lm, ui, first: cont.Continuation, values: dict) -> dict:
@@ -414,7 +406,7 @@ def _chart(value, elem_id: str, readout_id: str, constraint_id: str, tokens_url:
     return gr.HTML(value, elem_id=elem_id, html_template=CHART_TEMPLATE,
                    js_on_load=_page_js() + "\nmountSampling(element, props, watch);",
                    readout_id=readout_id, constraint_id=constraint_id, tokens_url=tokens_url,
-                   chart_id=elem_id, pickable=pickable)
+                   chart_id=elem_id, pickable=pickable, controls=PAGE_CONTROLS)
 
 
 def _use_cases_html() -> str:
@@ -422,10 +414,9 @@ def _use_cases_html() -> str:
 
     from viz.render import esc
 
-    ids = {"temperature": "sampling-temperature", "top_k": "sampling-top-k", "top_p": "sampling-top-p",
-           "min_p": "sampling-min-p"}
     buttons = "".join(
-        f'<button type="button" class="rl-usecase" data-preset="{esc(json.dumps({ids[k]: v for k, v in s.items()}))}"'
+        f'<button type="button" class="rl-usecase" '
+        f'data-preset="{esc(json.dumps({SAMPLING[k].elem_id: v for k, v in s.items()}))}"'
         f' title="{esc(why)}" aria-label="Preset: {esc(label)}"><b>{esc(label)}</b><span>{esc(why)}</span></button>'
         for label, s, why in USE_CASES
     )
@@ -465,10 +456,7 @@ def _explanations(vocab_size: int) -> None:
 def _settings_column(vocab_size: int, weights_choices: tuple[str, ...], weights: str) -> dict:
     """The sliders first (on a projector's first screen beside the chart), then the presets that
     set them, the tour, the formulas and the rest."""
-    temperature = gr.Slider(0, 3, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature")
-    top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k", elem_id="sampling-top-k")
-    top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p", elem_id="sampling-top-p")
-    min_p = gr.Slider(0, 1, value=0.0, step=0.01, label="Min-p", elem_id="sampling-min-p")
+    temperature, top_k, top_p, min_p = (slider(SAMPLING[name]) for name in SETTINGS)
     constraint = gr.Dropdown(CONSTRAINT_CHOICES, value=NO_CONSTRAINT, label="Constraint")
     local_weights = gr.Dropdown(list(weights_choices), value=weights, label="Local weights", elem_id="sampling-weights",
                                 info="trajectory-tuned: see how tuning moved P, e.g. after <tool_call>")
@@ -485,10 +473,10 @@ def _settings_column(vocab_size: int, weights_choices: tuple[str, ...], weights:
         source = gr.Code(value=r"[0-9]{4}-[0-9]{2}-[0-9]{2}", language=None, label="Grammar", interactive=True)
         apply = gr.Button("Apply grammar")
     with gr.Row():
-        n_bars = gr.Slider(5, MAX_BARS, value=20, step=1, label="Bars shown", elem_id="sampling-bars")
-        axis = gr.Radio(["Linear", "Log"], value="Linear", label="Axis", elem_id="sampling-axis",
+        n_bars = slider(SAMPLING["n_bars"])
+        axis = gr.Radio(list(AXES), value=AXES[0], label="Axis", elem_id=AXIS_ID,
                         interactive=True)  # no server listener: the page reads it
-    seed = gr.Number(value=0, precision=0, label="Seed", minimum=0, maximum=SEED_MAX)
+    seed = number_box(SAMPLING["seed"])
     with gr.Row():
         link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")
     link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="sampling-link")
@@ -509,7 +497,7 @@ def _views_column(lm, first, tokens_url: str) -> dict:
     chart = _chart(position.position(first, lm.vocab_size), "next-token-chart", "sampling-readout",
                    "constraint-readout", tokens_url, True)
     with gr.Row():
-        n_draws = gr.Number(value=100, precision=0, minimum=1, maximum=MAX_N_DRAWS, label="N draws")
+        n_draws = number_box(SAMPLING["n_draws"])
         many_btn = gr.Button("Sample ×N", elem_id="btn-sample-n")
     hist = gr.HTML(charts.histogram_view(None, lm.token_strings), elem_id="sample-histogram")
     with gr.Accordion("Asking vs enforcing a format", open=False):
@@ -520,7 +508,7 @@ def _views_column(lm, first, tokens_url: str) -> dict:
             "(JSON tool call if none is chosen)."
         )
         with gr.Row():
-            n_runs = gr.Number(value=10, precision=0, minimum=1, maximum=enforcing.MAX_RUNS, label="N runs")
+            n_runs = number_box(SAMPLING["n_runs"])
             ask_btn = gr.Button("Run asking vs enforcing", elem_id="btn-asking")
             stop_btn = gr.Button("Stop", variant="stop", elem_id="btn-asking-stop")
         asking = gr.HTML("", elem_id="asking-vs-enforcing")

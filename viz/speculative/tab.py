@@ -6,7 +6,8 @@ returns {component: value}) → `build` (layout) → listeners. The math is agen
 model calls are agent.llm.model (`tail_logits`, `early_exit_logits`, `plain_decode_seconds`); the
 views are viz.speculative.views.
 
-Adding a control: one field in `Controls`, one argument in `Settings.read`, one line in `layout`.
+Adding a control: its bounds and default in agent/controls.py `SPECULATIVE`, one field in
+`Controls`, one argument in `Settings.read`, one line in `layout`.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ from functools import partial
 
 import gradio as gr
 
+from agent.controls import SPECULATIVE
 from agent.llm import continuation, speculative
-from agent.parameters import SEED_MAX
 from agent.sampling import SamplingConfig
+from viz.controls import number_box, slider
+from viz.render import message
 from viz.speculative import views
 
 EARLY_EXIT = "Early exit (first L layers of the model)"
 PROMPT_LOOKUP = "Prompt lookup (n-grams copied from the context)"
 DEFAULT_PROMPT = ("Berlin is the capital of Germany. Paris is the capital of France. Rome is the capital of "
                   "Italy. Madrid is the capital of Spain. Berlin is the capital of")
-MAX_RUN_TOKENS = 64
 MAX_TOKENS = 256  # Draft and verify continues up to this many tokens
 SESSION_TTL_S = 1800  # a speculative session is forgotten 30 minutes after its last use
 
@@ -49,13 +51,11 @@ class Settings:
     def read(choices, draft, layers, gamma, temperature, top_k, top_p, seed, n_layers) -> Settings:
         if draft not in choices:
             raise ValueError(f"Draft must be one of: {', '.join(choices)}.")
-        for name, value, low, high in (("L", layers, 1, n_layers - 1), ("γ", gamma, 1, speculative.MAX_GAMMA),
-                                       ("Seed", seed, 0, SEED_MAX)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
-                    or not low <= value <= high:
-                raise ValueError(f"{name} must be a whole number from {low} to {high}, got {value!r}.")
-        config = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
-        return Settings(draft, int(layers), int(gamma), config, int(seed))
+        c = SPECULATIVE
+        config = SamplingConfig(temperature=c["temperature"].check(temperature), top_k=c["top_k"].check(top_k),
+                                top_p=c["top_p"].check(top_p))
+        return Settings(draft, c["layers"].check(layers, high=n_layers - 1), c["gamma"].check(gamma), config,
+                        c["seed"].check(seed))
 
 
 class Tab:
@@ -130,7 +130,7 @@ def render(tab: Tab, v: Views, d: speculative.Decoding | None, s: Settings | Non
 
 
 def _message(text: str) -> str:
-    return f'<div class="msg error" role="alert">{views.esc(text)}</div>' if text else ""
+    return message(text, "error", role="alert")
 
 
 def on_round(tab: Tab, v: Views, d, prompt, *settings) -> dict:
@@ -152,9 +152,7 @@ def on_run(tab: Tab, v: Views, prompt, tokens, *settings) -> dict:
     the target alone, one token per pass, for the measured speedup."""
     try:
         s = Settings.read(tab.choices, *settings, tab.lm.num_layers)
-        n = int(tokens) if isinstance(tokens, (int, float)) and 1 <= tokens <= MAX_RUN_TOKENS else None
-        if n is None:
-            raise ValueError(f"Tokens must be from 1 to {MAX_RUN_TOKENS}, got {tokens!r}.")
+        n = SPECULATIVE["tokens"].check(tokens)
         d = tab.start(prompt, s.seed)
         while len(d.out) < n and not d.ended:
             d = tab.advance(d, s, n)
@@ -172,17 +170,14 @@ def layout(tab: Tab) -> tuple[Controls, Views]:
                             scale=4, elem_id="spec-prompt")
         with gr.Column(scale=2, min_width=320):
             draft = gr.Dropdown(tab.choices, value=EARLY_EXIT, label="Draft")
-            layers = gr.Slider(1, n_layers - 1, value=min(24, n_layers - 1), step=1,
-                               label=f"Early-exit layers L (of {n_layers})")
+            c = SPECULATIVE["layers"]
+            layers = slider(c, min(c.default, n_layers - 1), high=n_layers - 1, label=f"{c.label} (of {n_layers})")
     with gr.Row(equal_height=True):
-        gamma = gr.Slider(1, speculative.MAX_GAMMA, value=4, step=1, label="γ (drafted tokens per round)")
-        temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="Temperature")
-        top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k")
-        top_p = gr.Slider(0.05, 1, value=1.0, step=0.01, label="Top-p")
-        seed = gr.Number(0, precision=0, minimum=0, maximum=SEED_MAX, label="Seed", min_width=100)
+        gamma, temperature, top_k, top_p = (slider(SPECULATIVE[n]) for n in ("gamma", "temperature", "top_k", "top_p"))
+        seed = number_box(SPECULATIVE["seed"], min_width=100)
     with gr.Row(equal_height=True):
         round_btn = gr.Button("Draft and verify", variant="primary", elem_id="spec-round-btn")
-        tokens = gr.Slider(1, MAX_RUN_TOKENS, value=32, step=1, label="Tokens to run", scale=2)
+        tokens = slider(SPECULATIVE["tokens"], scale=2)
         run_btn = gr.Button("Run", elem_id="spec-run-btn")
         reset_btn = gr.Button("Reset", elem_id="spec-reset-btn")
     html = dict(js_on_load=None, css_template=views.CSS)
