@@ -310,6 +310,16 @@ def during_prefill(page: Page, repeats: int = 5) -> dict:
     return {"cheap": cheap.latencies.get("greedy", []), "long": longs, "errors": cheap.errors + cheap.leaks}
 
 
+def profile(page: Page) -> None:
+    """Gradio's phases per event over the Greedy phase (/gradio_api/profiling/summary): what the
+    server spends around the model step (preprocess, postprocess) against the step itself."""
+    summary = json.loads(request(page.host, page.port, "GET", "/gradio_api/profiling/summary")[1])
+    rows = [[phase, ms(v["p50"] / 1000), ms(v["p95"] / 1000), ms(v["mean"] / 1000)]
+            for phase, v in summary.get("phases", {}).items()]
+    print_table(f"Gradio's phases per event, {summary.get('count', 0)} events (GRADIO_PROFILING)",
+                ["phase", "median", "p95", "mean"], rows)
+
+
 def report(result: dict) -> None:
     tallies = result["tallies"]
     groups = {"Sample / Greedy / Back": ("sample", "greedy", "back"), "Run prompt": ("run_prompt",),
@@ -339,12 +349,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--students", type=int, nargs="+", default=[60], help="students per phase (default 60)")
     p.add_argument("--greedy", type=int, nargs="*", default=[1, 8],
                    help="also: server CPU per Greedy press with these many students pressing at once")
+    p.add_argument("--profile", action="store_true",
+                   help="GRADIO_PROFILING=1 for the Greedy phase: Gradio's own phases per event")
     args = p.parse_args(argv)
     header("A lecture hall on one server (bench/bench_class.py)")
     if args.greedy:
         port = free_port()
         log = Path(tempfile.mkdtemp(prefix="class-")) / "app.log"
-        proc = start_app(port, log)
+        proc = start_app(port, log, extra_env={"GRADIO_PROFILING": "1"} if args.profile else None)
         try:
             page = Page("127.0.0.1", port)
             rows = []
@@ -356,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
                     print("  ", e)
             print_table("Greedy presses back to back: server CPU per token added",
                         ["students", "tokens added", "server CPU / token", "median latency", "wall", "errors"], rows)
+            if args.profile:
+                profile(page)
             r = during_prefill(page)
             print_table("One Greedy press while another session's ~2,000-token prompt is prefilled",
                         ["request", "n", "median", "max"],
