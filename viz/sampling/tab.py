@@ -199,10 +199,12 @@ def on_example(lm, ui, example, state, seed):
 
 
 def on_step(lm, ui, action, state, temperature, top_k, top_p, min_p):
-    """Sample (draw with u under the settings), Greedy, Back, or a new draw u."""
+    """Sample (draw with u under the settings), Greedy, Back, or a new draw u. The settings are
+    checked for every action: the listener skips Gradio's own input processing (issue 25)."""
     try:
+        settings = _settings(temperature, top_k, top_p, min_p)
         if action == "sample":
-            t = sampling.trace(state.logits, _settings(temperature, top_k, top_p, min_p), mask=state.mask, u=state.u)
+            t = sampling.trace(state.logits, settings, mask=state.mask, u=state.u)
             new = cont.append(lm, state, t.token, t.token_prob, consume_u=not t.greedy)
         elif action == "greedy":
             t = sampling.trace(state.logits, sampling.SamplingConfig(temperature=0), mask=state.mask)
@@ -560,6 +562,10 @@ def wire(lm, ui: Controls) -> None:
     pos = ui[" ".join(POSITION_OUTPUTS)]
     settings = "temperature top_k top_p min_p"
     hidden = dict(show_progress="hidden")
+    # The presses a class repeats most skip Gradio's per-input and per-output processing (a thread
+    # hop each: 15 ms median per Greedy with 8 students, against 0.06 ms without; the handlers
+    # check every value themselves, and every output is already a plain value).
+    lean = dict(preprocess=False, postprocess=False)
 
     def bind(fn, *args):
         return functools.partial(fn, lm, ui, *args)
@@ -570,7 +576,7 @@ def wire(lm, ui: Controls) -> None:
     ui.example.input(bind(on_example), ui["example state seed"], [ui.prompt, ui.mode, *pos], api_name="example")
     for action, button in (("sample", ui.sample_btn), ("greedy", ui.greedy_btn), ("back", ui.back_btn),
                            ("reroll", ui.reroll_btn)):
-        button.click(bind(on_step, action), ui[f"state {settings}"], pos, api_name=action, **hidden)
+        button.click(bind(on_step, action), ui[f"state {settings}"], pos, api_name=action, **lean, **hidden)
     ui.pick.change(bind(on_pick), ui[f"pick state {settings}"], pos, api_name="pick", **hidden)
     ui.seed.submit(bind(on_seed), ui["seed state"], pos, api_name="seed")
     ui.weights.input(bind(on_weights), ui["weights state"], pos, api_name="weights")
