@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.loop import StopReason
 from agent.mcp import client as mcp_client
 from agent.messages import ToolResultMessage
 from tests.page_api import values
@@ -82,6 +83,23 @@ def test_the_defence_waits_for_approval_and_a_denied_injected_call_is_refused(ta
         assert "⚠ untrusted" in out[p.mcp_tools]
         s = run_out(p, lm, s)[p.sess]
         assert s.states[-1].done and "Paris" in s.states[-1].final_answer
+    finally:
+        tt.ended(s)
+
+
+def test_a_denied_untrusted_call_changes_what_the_run_does_next(tab, lm):
+    p, first = tab
+    s = task(p, lm, first, PARIS_ON)[p.sess]
+    try:
+        out = run_out(p, lm, s)
+        assert "replays a recording, which <b>approved</b> this call" in out[p.approval_html]
+        out = merged(tt.on_deny(p, lm, out[p.sess], False))  # the recording approved get_weather
+        s = out[p.sess]
+        refusal = s.states[-1].history[-1]
+        assert refusal.content.startswith("POLICY:") and "get_weather" in refusal.content
+        final = run_out(p, lm, s)[p.sess].states[-1]
+        assert final.stop_reason == StopReason.RECORDING_DIVERGED  # not the recorded "15°C … Paris"
+        assert "15°C" not in final.final_answer and "call_1 was recorded with the result ok" in final.final_answer
     finally:
         tt.ended(s)
 

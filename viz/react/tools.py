@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from functools import lru_cache
 
 from agent import loop
+from agent.backends import ScriptedBackend
 from agent.mcp import client as mcp_client
 from agent.mcp.client import BUILT_IN, McpFailure, spec_for
 from agent.mcp.runs import load_mcp_run, mcp_runs
+from agent.messages import ResultKind, ToolResultMessage
 from agent.recording import RecordedRun, tools_of
 from agent.tools import TOOL_SETS, Tool, tool_sets
 from agent.validation import DEFAULT_POLICY, approval_key
@@ -108,7 +111,24 @@ def step(s, state: loop.State, backend, on_token=None) -> loop.State:
     the call's id, the defence in the policy) for a server."""
     if s.tools_from == BUILT_IN or not s.key:
         return loop.step(state, backend, s.tools, on_token=on_token)
+    recorded = recorded_history(s)
+    if recorded and isinstance(backend, ScriptedBackend):  # a denial the recording ran stops the replay
+        backend = replace(backend, recorded=recorded)
     return mcp_client.step(state, backend, s.tools, policy_of(s), client_of(s.key, s.tools_from), on_token)
+
+
+def recorded_history(s) -> tuple:
+    """The history of the shipped MCP recording the session replays (() for any other run)."""
+    replies = getattr(s.backend, "replies", None)
+    return next((r.history for r, _ in mcp_recorded().values() if replies is not None and r.replies is replies), ())
+
+
+def recorded_choice(s, call) -> str:
+    """What the replayed recording did with `call`: "approved", "denied" or "" (not a recording,
+    or a call it never made)."""
+    kinds = {m.tool_call_id: m.kind for m in recorded_history(s) if isinstance(m, ToolResultMessage)}
+    kind = kinds.get(call.id)
+    return "" if kind is None else "denied" if kind == ResultKind.POLICY_REFUSAL else "approved"
 
 
 def awaiting_call(s):

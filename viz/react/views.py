@@ -71,6 +71,9 @@ STOP_WHY = {
     StopReason.CONTEXT_FULL: "before line 3: the prompt plus the reserved reply exceed the budget",
     StopReason.NO_PARSABLE_OUTPUT: "the reply could not be parsed twice in a row",
     StopReason.BACKEND_ERROR: "line 3: the model call failed",
+    StopReason.RECORDING_DIVERGED: "line 3: a scripted replay's next reply was recorded after another "
+                                   "tool result than yours (Approve / Deny): a recording cannot follow a "
+                                   "different choice; choose a model backend to see one read it",
     StopReason.TOKEN_LIMIT: "line 3: the reply ran to the reply-token limit (finish_reason length) — cut, "
                             "so not a final answer; raise Reply tokens or Fork with more",
     StopReason.TOKEN_LIMIT_SERVER: "line 3: the server ended the reply with finish_reason length (its "
@@ -220,7 +223,8 @@ def links(history: tuple[Message, ...]) -> list[Link]:
 
 
 def _call_chip(call: ToolCall, color: str, pending: bool) -> str:
-    wait = '<span class="rh-pending">pending: runs on Next (lines 6–8)</span>' if pending else ""
+    wait = ('<span class="rh-pending">pending: lines 6–8 run it on Next, or on Approve / Deny when it '
+            'waits for approval</span>') if pending else ""
     return (f'<div class="rh-call" data-call-id="{esc(call.id)}" style="--c:{color}">'
             f'<span class="rh-id">{esc(call.id)}</span> <b>{esc(call.name)}</b>'
             f'<span class="rh-args">({esc(call.arguments)})</span>{wait}</div>')
