@@ -177,3 +177,7 @@ def test_the_comparison_shows_both_runs_side_by_side(tab, lm):
     assert "model calls" in html and "specific tools" in html and "code tool" in html
     assert "<script" not in html and "<script" not in tool_panels.policy_html()
     assert tt.on_compare(p, lm)[p.compare_html] is html  # computed once per process
+
+
+def test_the_tools_panel_says_parsing_vs_policy_once():
+    assert tool_panels.policy_html().lower().count("parsing vs policy") == 1
