@@ -181,3 +181,32 @@ def test_the_comparison_shows_both_runs_side_by_side(tab, lm):
 
 def test_the_tools_panel_says_parsing_vs_policy_once():
     assert tool_panels.policy_html().lower().count("parsing vs policy") == 1
+
+
+def test_closing_the_page_stops_its_mcp_server_at_once(tab, lm):
+    from agent.llm import batching
+
+    p, first = tab
+    batching.set_session_resolver(lambda: ("gradio", "closing-page"))
+    try:
+        s = task(p, lm, first, PARIS_OFF)[p.sess]
+        client = mcp_client._sessions[s.key]
+        assert client in mcp_client._running  # the untrusted server runs for this page
+        assert rt.page_closed(("gradio", "closing-page")) == 1
+        assert s.key not in mcp_client._sessions and client not in mcp_client._running
+        assert rt.page_closed(("gradio", "closing-page")) == 0
+    finally:
+        batching.set_session_resolver(None)
+        tt.ended(s)
+
+
+def test_the_app_stops_a_closed_pages_servers_on_unload(lm, monkeypatch):
+    from types import SimpleNamespace
+
+    import app
+
+    unload = [d.fn for d in app.build_demo(lm).fns.values() if any(t[1] == "unload" for t in d.targets)]
+    closed = []
+    monkeypatch.setattr(rt, "page_closed", closed.append)
+    unload[0](SimpleNamespace(session_hash="abc"))
+    assert closed == [("gradio", "abc")]
