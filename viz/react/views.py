@@ -84,6 +84,8 @@ STOP_WHY = {
                            "small model repeated the call 29 times in 114 runs); what it can do is stop "
                            "the run and say why, as the step cap does",
 }
+SCRIPTED_NOTE = ("Constrained tool calls: no effect on a scripted replay — its replies were recorded, "
+                 "not generated; the checkbox applies to the Local model and to servers")
 RESULT_EVENTS = {
     ResultKind.VALIDATION_ERROR: "validation error: returned to the model as the result",
     ResultKind.POLICY_REFUSAL: "policy refusal: well-formed, but not permitted",
