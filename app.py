@@ -35,6 +35,7 @@ def build_demo(lm, draft_lm=None):
 
     from viz import deeplink, render
     from viz.react import tab as react_tab
+    from viz.react import tools as react_tools
     from viz.sampling import tab as sampling_tab
     from viz.speculative import tab as speculative_tab
 
@@ -72,7 +73,21 @@ def build_demo(lm, draft_lm=None):
 
         load_outputs = [tabs, link_message, *sampling_outputs, *react_outputs]
         demo.load(restore, None, load_outputs, api_name=False, show_progress="hidden")  # no spinner on load
+
+        def page_closed(request: gr.Request):
+            """The page closed or reloaded: the MCP servers its runs started stop now, not when
+            Gradio drops its state (an hour later) or the reaper finds them idle."""
+            page = page_of(request)
+            if page is not None:
+                react_tools.page_closed(page)
+
+        demo.unload(page_closed)
     return demo
+
+
+def page_of(request) -> tuple | None:
+    """A page's session as the model layer and the MCP servers know it (Gradio's session hash)."""
+    return ("gradio", request.session_hash) if request is not None and request.session_hash else None
 
 
 def _named(outputs, values) -> dict:
@@ -112,8 +127,7 @@ def configure_queue(demo):
     from agent.llm import batching
 
     def session_of_event():
-        request = LocalContext.request.get(None)
-        return ("gradio", request.session_hash) if request is not None and request.session_hash else None
+        return page_of(LocalContext.request.get(None))
 
     batching.set_session_resolver(session_of_event)
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=4)

@@ -42,6 +42,11 @@ class BackendError(Exception):
     """The backend could not answer (unreachable, timed out, HTTP error, malformed reply)."""
 
 
+class ScriptDiverged(BackendError):
+    """A recording's next reply was written after a different tool result than this run's (a call
+    the visitor denied that the recording ran, or the other way round): it cannot follow."""
+
+
 @dataclass(frozen=True)
 class BackendReply:
     """One model call's answer: raw text, and structured tool calls when an API returned them."""
@@ -102,14 +107,37 @@ class ScriptedBackend:
     tokenizer: object | None = None
     context_window: int | None = None
     name: str = "scripted"
+    recorded: tuple = ()  # the recording's history: where a tool result differs, the replay stops
 
     def complete(self, prompt: Prompt, settings: Settings, on_token: OnToken | None = None) -> BackendReply:
         i = model_turns(prompt.messages)
         if i >= len(self.replies):
             raise BackendError(f"the script has no reply #{i + 1}: it holds {len(self.replies)}")
+        why = diverged(prompt.messages, self.recorded)
+        if why:
+            raise ScriptDiverged(why)
         reply = self.replies[i]
         _stream_words(reply.text, on_token)
         return reply
+
+
+def diverged(history: Sequence, recorded: Sequence) -> str:
+    """Why a recording's later replies cannot follow `history` ("" when they can): a tool result
+    whose kind (ok, policy refusal, error …) differs from the recording's result for the same id.
+
+    >>> ran, refused = ToolResultMessage("call_1", "15°C"), ToolResultMessage("call_1", "POLICY: …", "policy_refusal")
+    >>> diverged([refused], [ran])[:74]
+    'call_1 was recorded with the result ok, and here it is policy_refusal: the'
+    >>> diverged([ran], [ran])
+    ''
+    """
+    kinds = {m.tool_call_id: str(m.kind) for m in recorded if isinstance(m, ToolResultMessage)}
+    for m in history:
+        if isinstance(m, ToolResultMessage) and kinds.get(m.tool_call_id, str(m.kind)) != str(m.kind):
+            return (f"{m.tool_call_id} was recorded with the result {kinds[m.tool_call_id]}, and here it is "
+                    f"{m.kind}: the recording's next reply was written for the other result and cannot "
+                    "follow this choice; a model backend reads it and answers on its own")
+    return ""
 
 
 # --- the local model -----------------------------------------------------------------------------

@@ -53,6 +53,21 @@ class Outcome:
     valid: bool  # JSON: validates against the schema; other grammars: same as parses
     error: str  # why it fails, "" when valid
     stop_reason: str
+    limit: int = 0  # the new-token limit this output ran under
+
+    @property
+    def cut(self) -> str:
+        """Why the output ended before the model ended it ("" when the model or the grammar did).
+
+        >>> Outcome('{"city": "Ber', False, False, "not JSON", generation.STOP_LENGTH, 48).cut[:32]
+        'cut at the 48-token limit (max n'
+        """
+        if self.stop_reason == generation.STOP_LENGTH:
+            return (f"cut at the {self.limit}-token limit (max new tokens), not ended by the model: the "
+                    "mask keeps every token legal, but it cannot make the output finish within the limit")
+        if self.stop_reason == generation.STOP_DEADLINE:
+            return f"cut by the {TIME_LIMIT_S:.0f} s time limit, not ended by the model"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -167,12 +182,13 @@ def compare(
                         f"{REQUEST_TOKENS:,} tokens in {REQUEST_TIME_S:.0f} s.")
                 yield Comparison(n, tuple(asked), tuple(enforced), spent, note, truncated)
                 return
+            limit = min(max_new_tokens, REQUEST_TOKENS - tokens)
             g = generation.generate(
                 lm, ids, config, np.random.default_rng([seed & 0xFFFFFFFF, i]), grammar=mask_grammar,
-                max_new_tokens=min(max_new_tokens, REQUEST_TOKENS - tokens),
+                max_new_tokens=limit,
                 time_limit=min(TIME_LIMIT_S, REQUEST_TIME_S - spent),
             )
             tokens += len(g.ids) + 1  # the end-of-sequence token is a model step too
             o = check(lm, grammar, g.ids, g.text)
-            column.append(Outcome(o.text, o.parses, o.valid, o.error, g.stop_reason))
+            column.append(Outcome(o.text, o.parses, o.valid, o.error, g.stop_reason, limit))
             yield Comparison(n, tuple(asked), tuple(enforced), time.monotonic() - start, "", truncated)

@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from agent.backends import Backend, BackendError, BackendReply, OnToken, ScriptedBackend, Settings
+from agent.backends import Backend, BackendError, BackendReply, OnToken, ScriptDiverged, ScriptedBackend, Settings
 from agent.budget import Breakdown, Usage, breakdown, count_tokens, prompt_tokens
 from agent.context import compaction
 from agent.context.exemplars import exemplar_block
@@ -95,6 +95,7 @@ class StopReason(StrEnum):
     CONTEXT_FULL = "context window full"
     NO_PARSABLE_OUTPUT = "no parsable output twice in a row"
     BACKEND_ERROR = "backend error"
+    RECORDING_DIVERGED = "the recording cannot follow"  # a replay's tool result differs from the recording's
     REPETITION = "same tool call three times in a row"
 
 
@@ -206,6 +207,9 @@ def step(state: State, backend: Backend, tools: tuple[Tool, ...], policy: Policy
     state = replace(state, step=state.step + 1)  # line 2: step = 1 … MAX_STEPS
     try:  # line 3: response ← LLM(context)
         reply = backend.complete(prompt, state.settings, on_token)
+    except ScriptDiverged as e:
+        return _stop(state, StopReason.RECORDING_DIVERGED, f"stopped: the recording cannot follow: {e}",
+                     (LINE_FOR_STEP, LINE_CALL_LLM), note=f"the recording cannot follow: {e}")
     except BackendError as e:
         return _stop(state, StopReason.BACKEND_ERROR, f"stopped: backend error: {e}",
                      (LINE_FOR_STEP, LINE_CALL_LLM), note=f"backend error: {e}")

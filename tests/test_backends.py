@@ -84,6 +84,19 @@ def test_scripted_backend_streams_the_reply_and_reports_an_exhausted_script():
         backend.complete(Prompt((UserMessage("q"), AssistantMessage("x"))), Settings())
 
 
+def test_a_replay_whose_tool_result_differs_from_the_recording_stops_instead_of_answering():
+    from agent.validation import DEFAULT_POLICY, Policy
+
+    recorded = load_run(shipped_runs()["berlin-weather"])
+    refuse = Policy(untrusted_tools=frozenset({"get_weather"}), approval_required=True)
+    for policy, reason in ((DEFAULT_POLICY, StopReason.FINAL_ANSWER), (refuse, StopReason.RECORDING_DIVERGED)):
+        state = replay(recorded)[0]
+        backend = ScriptedBackend(recorded.replies, recorded=recorded.history)
+        final = run(state, backend, tools_of(recorded), policy=policy)[-1]
+        assert final.stop_reason == reason
+    assert "12°C" not in final.final_answer and "cannot follow" in final.final_answer
+
+
 # --- the bundled model ---------------------------------------------------------------------------
 
 def _berlin_prompt(fmt="native", tools=(WEATHER_TOOL,)):

@@ -226,3 +226,9 @@ def test_the_local_model_writes_the_summary_when_it_is_not_a_scripted_replay(lm)
     summary = next(m for m in after.history if isinstance(m, UserMessage) and m.origin == Origin.SUMMARY)
     assert summary.content.startswith("Summary of ") and summary.replaced >= 1
     assert pairing_violations(after.history) == [] and len(after.history) < len(state.history)
+
+
+def test_retrieval_has_a_relevance_floor():
+    assert "The Handmaid's Tale" not in [p.title for p in retrieve("What's the weather in Berlin?", 5)]
+    assert retrieve("What is 17 * 23?", 2) == ()
+    assert [p.title for p in retrieve("Who wrote Norwegian Wood?", 2)] == ["Norwegian Wood", "Haruki Murakami"]

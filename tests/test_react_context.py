@@ -160,3 +160,11 @@ def test_fork_from_here_sends_the_new_context_from_the_next_call_on(tab, lm):
     out = h.on_fork(p, lm, s, False, *values(c))
     blocks = {b.category for b in out[p.sess].state.blocks}
     assert {"exemplars", "documents"} <= blocks and "Forked at state 1" in out[p.msg]
+
+
+def test_every_tour_stop_starts_its_sentences_with_a_capital():
+    from viz import tour
+
+    for stop in (*tour.SAMPLING_TOUR, *tour.REACT_TOUR):
+        for text in (stop.lecture, stop.action):
+            assert not text[:1].islower(), (stop.title, text[:40])

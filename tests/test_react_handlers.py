@@ -85,3 +85,15 @@ def test_changed_controls_start_a_new_run_on_next(tab, lm):
     bad = now[:2] + ["No such backend"] + now[3:]
     refused = list(h.on_next(p, lm, first, False, True, *bad))
     assert len(refused) == 1 and "Unknown backend" in refused[0][p.msg] and refused[0][p.sess].states == first.states
+
+
+def test_constrained_tool_calls_say_they_have_no_effect_on_a_scripted_replay(tab, lm):
+    from dataclasses import replace
+
+    from viz.react import views as rv
+
+    p, first = tab
+    assert first.backend.kind == react_run.SCRIPTED
+    assert "no effect on a scripted replay" in h.views(p, lm, first, False)[p.template]
+    local = react_run.start(react_run.checked(lm, replace(react_run.default_choices(lm), backend=react_run.LOCAL)))
+    assert rv.SCRIPTED_NOTE not in h.views(p, lm, local, False)[p.template]

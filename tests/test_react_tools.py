@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.loop import StopReason
 from agent.mcp import client as mcp_client
 from agent.messages import ToolResultMessage
 from tests.page_api import values
@@ -86,6 +87,23 @@ def test_the_defence_waits_for_approval_and_a_denied_injected_call_is_refused(ta
         tt.ended(s)
 
 
+def test_a_denied_untrusted_call_changes_what_the_run_does_next(tab, lm):
+    p, first = tab
+    s = task(p, lm, first, PARIS_ON)[p.sess]
+    try:
+        out = run_out(p, lm, s)
+        assert "replays a recording, which <b>approved</b> this call" in out[p.approval_html]
+        out = merged(tt.on_deny(p, lm, out[p.sess], False))  # the recording approved get_weather
+        s = out[p.sess]
+        refusal = s.states[-1].history[-1]
+        assert refusal.content.startswith("POLICY:") and "get_weather" in refusal.content
+        final = run_out(p, lm, s)[p.sess].states[-1]
+        assert final.stop_reason == StopReason.RECORDING_DIVERGED  # not the recorded "15°C … Paris"
+        assert "15°C" not in final.final_answer and "call_1 was recorded with the result ok" in final.final_answer
+    finally:
+        tt.ended(s)
+
+
 def test_without_the_defence_the_injected_call_runs(tab, lm):
     p, first = tab
     s = task(p, lm, first, PARIS_OFF)[p.sess]
@@ -159,3 +177,36 @@ def test_the_comparison_shows_both_runs_side_by_side(tab, lm):
     assert "model calls" in html and "specific tools" in html and "code tool" in html
     assert "<script" not in html and "<script" not in tool_panels.policy_html()
     assert tt.on_compare(p, lm)[p.compare_html] is html  # computed once per process
+
+
+def test_the_tools_panel_says_parsing_vs_policy_once():
+    assert tool_panels.policy_html().lower().count("parsing vs policy") == 1
+
+
+def test_closing_the_page_stops_its_mcp_server_at_once(tab, lm):
+    from agent.llm import batching
+
+    p, first = tab
+    batching.set_session_resolver(lambda: ("gradio", "closing-page"))
+    try:
+        s = task(p, lm, first, PARIS_OFF)[p.sess]
+        client = mcp_client._sessions[s.key]
+        assert client in mcp_client._running  # the untrusted server runs for this page
+        assert rt.page_closed(("gradio", "closing-page")) == 1
+        assert s.key not in mcp_client._sessions and client not in mcp_client._running
+        assert rt.page_closed(("gradio", "closing-page")) == 0
+    finally:
+        batching.set_session_resolver(None)
+        tt.ended(s)
+
+
+def test_the_app_stops_a_closed_pages_servers_on_unload(lm, monkeypatch):
+    from types import SimpleNamespace
+
+    import app
+
+    unload = [d.fn for d in app.build_demo(lm).fns.values() if any(t[1] == "unload" for t in d.targets)]
+    closed = []
+    monkeypatch.setattr(rt, "page_closed", closed.append)
+    unload[0](SimpleNamespace(session_hash="abc"))
+    assert closed == [("gradio", "abc")]

@@ -109,7 +109,7 @@ def test_a_call_waiting_for_lines_6_to_8_is_pending_not_a_violation():
     after_call = next(s for s in states if s.phase == Phase.EXECUTE)
     view = rv.history_view(after_call, 1)
     assert 'rh-link pending" data-call-id="call_1"' in view
-    assert "pending: runs on Next" in view and "pairing invariant violated" not in view
+    assert "pending: lines 6–8 run it on Next" in view and "pairing invariant violated" not in view
 
 
 def test_broken_pairing_is_flagged():

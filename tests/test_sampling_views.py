@@ -104,3 +104,15 @@ class TestContinuation:
         assert done.finished
         with pytest.raises(cont.PromptError):
             cont.append(lm, done, eos, 0.5, consume_u=False)
+
+
+def test_an_output_cut_at_the_token_limit_says_so_next_to_it():
+    from agent.enforcing import Comparison, Outcome
+    from agent.llm.generation import STOP_EOS, STOP_LENGTH
+
+    cut = Outcome('{"city": "Ber', False, False, "not JSON: Unterminated string", STOP_LENGTH, 48)
+    ended = Outcome('{"city": "Berlin"}', True, True, "", STOP_EOS, 48)
+    html = charts.comparison_view(Comparison(1, (ended,), (cut,), 1.0), json_kind=True, running=False)
+    enforced = html.split("Enforcing:")[1]
+    assert "cut at the 48-token limit" in enforced and "Unterminated string" in enforced
+    assert "cut at" not in html.split("Enforcing:")[0]

@@ -92,6 +92,22 @@ def test_the_injection_demo_with_the_defence_asks_and_a_denied_call_is_refused(p
     assert not page.js_errors
 
 
+def test_a_denied_untrusted_call_changes_what_the_run_does_next(page):
+    open_tab(page)
+    choose_task(page, PARIS_ON)
+    deny = page.get_by_role("button", name="Deny", exact=True)
+    run_to_end(page)
+    expect(deny).to_be_visible(timeout=60_000)
+    expect(page.locator("#react-approval-recorded")).to_contain_text("which approved this call")
+    deny.click()  # the recording ran get_weather: its later replies cannot follow a refusal
+    expect(page.locator("#react-history")).to_contain_text("POLICY: get_weather", timeout=60_000)
+    run_to_end(page)
+    stop = page.locator("#react-stop .rs")
+    expect(stop).to_have_attribute("data-stop", "the recording cannot follow", timeout=60_000)
+    expect(stop).not_to_contain_text("15°C")
+    assert not page.js_errors
+
+
 @pytest.mark.skipif(react_run.CODE_TASK not in react_run.TASKS, reason="the code tool is switched off")
 def test_the_code_tool_task_steps_to_its_answer(page):
     open_tab(page)

@@ -100,6 +100,7 @@ def comparison_view(comp, *, json_kind: bool, running: bool) -> str:
             f'<li class="{"ok" if o.valid else "bad"}"><span class="mark">{"✓" if o.valid else "✗"}</span>'
             f'<code class="mono">{esc(o.text) or "∅"}</code>'
             + (f'<div class="why">{esc(o.error)}</div>' if o.error else "")
+            + (f'<div class="why cut">⚠ {esc(o.cut)}</div>' if o.cut else "")
             + "</li>"
             for o in outcomes
         )

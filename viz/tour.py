@@ -82,7 +82,7 @@ REACT_TOUR = (
          "the Berlin trace with 0–3 exemplars and none of the 5 new tasks (with 0 or 3). Here the harness, "
          "not the examples, carried the format; a post-trained model has it in its weights."),
     Stop("6 · Compaction",
-         "history only grows. When it becomes too large it is compacted: earlier turns are replaced by a "
+         "The history only grows. When it becomes too large it is compacted: earlier turns are replaced by a "
          "summary — provided that a tool_call and its tool_result stay together. [The Core Definition of ReAct]",
          {"task": "compaction-long-run"},
          "Budget 800 tokens, Compact at 60 %. Press Run to end: before line 3 the older turns become one "

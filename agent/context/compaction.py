@@ -77,8 +77,16 @@ def _is_summary(m: Message) -> bool:
 
 
 def header(segment: tuple[Message, ...]) -> str:
+    """The summary's first line: what it replaced. Model turns an earlier summary in the segment
+    had replaced are counted apart (3 messages can hold 7 turns when one is such a summary).
+
+    >>> header((UserMessage("…", Origin.SUMMARY, 6), AssistantMessage("a"), UserMessage("q")))
+    'Summary of 3 earlier messages (7 model turns: 1 here, 6 in an earlier summary), replaced by compaction:'
+    """
     n, turns = len(segment), model_turns(segment)
-    return (f"Summary of {n} earlier message{'s' * (n != 1)} ({turns} model turn{'s' * (turns != 1)}), "
+    earlier = sum(m.replaced for m in segment if _is_summary(m))
+    split = f": {turns - earlier} here, {earlier} in an earlier summary" if earlier else ""
+    return (f"Summary of {n} earlier message{'s' * (n != 1)} ({turns} model turn{'s' * (turns != 1)}{split}), "
             "replaced by compaction:")
 
 

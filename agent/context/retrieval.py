@@ -6,6 +6,9 @@ accent-blind). The loop puts the block in the context before the first model cal
 budget category; the `search` tool stays, so retrieval chosen by the runtime (RAG) and retrieval
 chosen by the model (agentic, a tool call) can be compared on the same question.
 
+A passage must reach a relevance floor (MIN_SCORE): a question that matches only common words
+gets no documents rather than arbitrary ones.
+
 What it does not know: the loop, tokens, or whether the passages answer the question.
 
 >>> [p.title for p in retrieve("Who wrote Norwegian Wood?", 2)][0]
@@ -25,6 +28,8 @@ from agent.tools import load_encyclopedia, normalize
 
 MAX_K = 5
 MAX_QUERY_CHARS = 2000
+MIN_WORD_CHARS = 2  # the "s" of "what's" (rare, so highly weighted) says nothing about the topic
+MIN_SCORE = 4.0  # the relevance floor: below it a passage matched only common words ("is", "the")
 
 
 @dataclass(frozen=True)
@@ -42,15 +47,21 @@ def _index() -> tuple[BM25Okapi, tuple]:
 
 
 def retrieve(question: str, k: int = 2) -> tuple[Passage, ...]:
-    """The k best passages with a positive BM25 score, best first (ties: encyclopedia order)."""
-    words = normalize(question[:MAX_QUERY_CHARS]).split()
+    """The k best passages scoring at least MIN_SCORE, best first (ties: encyclopedia order).
+
+    >>> [p.title for p in retrieve("What's the weather in Berlin?", 3)]  # not The Handmaid's Tale
+    ['Berlin', 'Germany']
+    >>> retrieve("What is 17 * 23?", 2)
+    ()
+    """
+    words = [w for w in normalize(question[:MAX_QUERY_CHARS]).split() if len(w) >= MIN_WORD_CHARS]
     if not words:
         return ()
     bm25, articles = _index()
     scores = bm25.get_scores(words)
     ranked = sorted(range(len(articles)), key=lambda i: (-scores[i], i))
     return tuple(Passage(articles[i].title, articles[i].text, round(float(scores[i]), 3))
-                 for i in ranked[:max(1, min(k, MAX_K))] if scores[i] > 0)
+                 for i in ranked[:max(1, min(k, MAX_K))] if scores[i] >= MIN_SCORE)
 
 
 def documents_block(question: str, k: int = 2) -> str:

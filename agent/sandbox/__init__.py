@@ -291,9 +291,7 @@ def _ended(killed: bool, status: int, limits: Limits) -> str:
 def guarantees() -> tuple[str, ...]:
     """What the sandbox promises, in words (for a view beside the code tool)."""
     limits = LIMITS
-    return (
-        "Parsing vs policy: a specific tool's arguments are checked by its JSON Schema; the code "
-        "tool's argument is one string, which only the sandbox can restrain.",
+    return (  # parsing vs policy is agent.tools.PARSING_VS_POLICY, said once beside these
         f"Each call runs in a separate process, killed after {limits.wall_s:g} s of wall clock; "
         f"{limits.cpu_s} s of CPU; {limits.memory_mb} MiB of memory beyond the interpreter's own.",
         f"Code up to {MAX_CODE_CHARS} characters; output cut at {limits.output_chars} characters.",

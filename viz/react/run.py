@@ -467,6 +467,8 @@ def frame_of(s: Session, lm) -> rv.Frame:
     """The data of the shown state's views. A server's model (unless it is the bundled one) has no
     tokenizer here: its string is the ChatML rendering and its counts are estimates."""
     f = rv.frame(s.states, s.index, s.tools, *_counter(s, lm))
+    if s.backend.kind == SCRIPTED:
+        return replace(f, notes=(rv.SCRIPTED_NOTE,))
     return replace(f, notes=server_notes(s, f.state)) if s.backend.kind == REMOTE else f
 
 

@@ -26,7 +26,8 @@ def tool_views(p, s: Session) -> dict:
     client = rt.client_of(s.key, s.tools_from) if s.key and s.tools_from != BUILT_IN else None
     frames = client.frames() if client else []
     waiting = rt.awaiting_call(s) if s.index == len(s.states) - 1 else None
-    panels = (tools_panel(s, client), wire_panel(frames), waiting_html(waiting, s.tools_from))
+    panels = (tools_panel(s, client), wire_panel(frames),
+              waiting_html(waiting, s.tools_from, rt.recorded_choice(s, waiting) if waiting else ""))
     digest = 0 if client is None and waiting is None else hash(panels)
     if digest == s.wire_shown:
         return {}
@@ -62,11 +63,20 @@ def wire_panel(frames) -> str:
             f"{mcp_wire.wire_html(frames)}</div>")
 
 
-def waiting_html(call, source: str) -> str:
+def waiting_html(call, source: str, recorded: str = "") -> str:
+    """The waiting call and what Approve / Deny do; in a replayed recording (`recorded`: what it
+    did with this call), that its later replies were written for that choice only."""
     if call is None:
         return ""
+    note = "" if not recorded else (
+        f'<p class="approval-recorded" id="react-approval-recorded">This run replays a recording, which '
+        f"<b>{recorded}</b> this call: its next replies were written for that choice. "
+        f"{'Approve' if recorded == 'denied' else 'Deny'} still reaches the model as the tool result "
+        f"({'the tool runs' if recorded == 'denied' else 'the policy refusal, POLICY: …'}), but the "
+        "recording cannot answer it, so the replay stops there (“the recording cannot follow”). "
+        "With Backend “Local model” the model reads your choice and what follows depends on it.</p>")
     return (f'<p class="approval">⚠ <b>{esc(call.name)}</b>(<code>{esc(call.arguments)}</code>) '
-            f"— a tool of {esc(source)} — {esc(rt.APPROVAL_NOTE)}</p>")
+            f"— a tool of {esc(source)} — {esc(rt.APPROVAL_NOTE)}</p>{note}")
 
 
 def policy_html(table: list | None = None) -> str:

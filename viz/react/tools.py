@@ -21,13 +21,18 @@ What it does not know: Gradio, the views, how the loop or the MCP client work in
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from dataclasses import replace
 from functools import lru_cache
 
 from agent import loop
+from agent.backends import ScriptedBackend
+from agent.llm.batching import current_session
 from agent.mcp import client as mcp_client
 from agent.mcp.client import BUILT_IN, McpFailure, spec_for
 from agent.mcp.runs import load_mcp_run, mcp_runs
+from agent.messages import ResultKind, ToolResultMessage
 from agent.recording import RecordedRun, tools_of
 from agent.tools import TOOL_SETS, Tool, tool_sets
 from agent.validation import DEFAULT_POLICY, approval_key
@@ -79,9 +84,33 @@ def new_key(key: str = "") -> str:
 
 
 def client_of(key: str, tools_from: str):
-    """The session's MCP client for a source (None for the built-in functions)."""
+    """The session's MCP client for a source (None for the built-in functions); the page whose
+    event asks (agent.llm.batching.current_session) owns the key, so closing it stops the server."""
     spec = spec_for(tools_from)
-    return None if spec is None else mcp_client.for_session(key, spec)
+    if spec is None:
+        return None
+    page = current_session()
+    if page is not None:
+        with _owners_lock:
+            _owners.setdefault(page, set()).add(key)
+            while len(_owners) > MAX_PAGES:
+                _owners.pop(next(iter(_owners)))
+    return mcp_client.for_session(key, spec)
+
+
+_owners: dict[object, set[str]] = {}  # a page's session → the MCP keys its events used
+_owners_lock = threading.Lock()
+MAX_PAGES = 4 * mcp_client.MAX_SESSIONS  # pages remembered; the reaper still stops idle servers
+
+
+def page_closed(page) -> int:
+    """The page `page` closed (Gradio's unload): stop every MCP server its events started, at once
+    rather than when its state expires an hour later; how many sessions' servers were stopped."""
+    with _owners_lock:
+        keys = _owners.pop(page, set())
+    for key in keys:
+        mcp_client.close_session(key)
+    return len(keys)
 
 
 def tools_for(tools_from: str, tool_set: str, run: RecordedRun | None, key: str) -> tuple[Tool, ...]:
@@ -108,7 +137,24 @@ def step(s, state: loop.State, backend, on_token=None) -> loop.State:
     the call's id, the defence in the policy) for a server."""
     if s.tools_from == BUILT_IN or not s.key:
         return loop.step(state, backend, s.tools, on_token=on_token)
+    recorded = recorded_history(s)
+    if recorded and isinstance(backend, ScriptedBackend):  # a denial the recording ran stops the replay
+        backend = replace(backend, recorded=recorded)
     return mcp_client.step(state, backend, s.tools, policy_of(s), client_of(s.key, s.tools_from), on_token)
+
+
+def recorded_history(s) -> tuple:
+    """The history of the shipped MCP recording the session replays (() for any other run)."""
+    replies = getattr(s.backend, "replies", None)
+    return next((r.history for r, _ in mcp_recorded().values() if replies is not None and r.replies is replies), ())
+
+
+def recorded_choice(s, call) -> str:
+    """What the replayed recording did with `call`: "approved", "denied" or "" (not a recording,
+    or a call it never made)."""
+    kinds = {m.tool_call_id: m.kind for m in recorded_history(s) if isinstance(m, ToolResultMessage)}
+    kind = kinds.get(call.id)
+    return "" if kind is None else "denied" if kind == ResultKind.POLICY_REFUSAL else "approved"
 
 
 def awaiting_call(s):

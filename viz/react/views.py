@@ -61,6 +61,9 @@ STOP_WHY = {
     StopReason.CONTEXT_FULL: "before line 3: the prompt plus the reserved reply exceed the budget",
     StopReason.NO_PARSABLE_OUTPUT: "the reply could not be parsed twice in a row",
     StopReason.BACKEND_ERROR: "line 3: the model call failed",
+    StopReason.RECORDING_DIVERGED: "line 3: a scripted replay's next reply was recorded after another "
+                                   "tool result than yours (Approve / Deny): a recording cannot follow a "
+                                   "different choice; choose a model backend to see one read it",
     StopReason.TOKEN_LIMIT: "line 3: the reply ran to the reply-token limit (finish_reason length) — cut, "
                             "so not a final answer; raise Reply tokens or Fork with more",
     StopReason.TOKEN_LIMIT_SERVER: "line 3: the server ended the reply with finish_reason length (its "
@@ -71,6 +74,8 @@ STOP_WHY = {
                            "small model repeated the call 29 times in 114 runs); what it can do is stop "
                            "the run and say why, as the step cap does",
 }
+SCRIPTED_NOTE = ("Constrained tool calls: no effect on a scripted replay — its replies were recorded, "
+                 "not generated; the checkbox applies to the Local model and to servers")
 RESULT_EVENTS = {
     msgs.ResultKind.VALIDATION_ERROR: "validation error: returned to the model as the result",
     msgs.ResultKind.POLICY_REFUSAL: "policy refusal: well-formed, but not permitted",
@@ -211,7 +216,8 @@ def links(history: tuple[msgs.Message, ...]) -> list[Link]:
 
 
 def _call_chip(call: msgs.ToolCall, color: str, pending: bool) -> str:
-    wait = '<span class="rh-pending">pending: runs on Next (lines 6–8)</span>' if pending else ""
+    wait = ('<span class="rh-pending">pending: lines 6–8 run it on Next, or on Approve / Deny when it '
+            'waits for approval</span>') if pending else ""
     return (f'<div class="rh-call" data-call-id="{esc(call.id)}" style="--c:{color}">'
             f'<span class="rh-id">{esc(call.id)}</span> <b>{esc(call.name)}</b>'
             f'<span class="rh-args">({esc(call.arguments)})</span>{wait}</div>')

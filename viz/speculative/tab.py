@@ -124,9 +124,9 @@ def render(tab: Tab, v: Views, d: speculative.Decoding | None, s: Settings | Non
     expected = speculative.expected_tokens_per_pass(d.stats.alpha, gamma) if gamma else 0.0
     name = tab.draft(s).name if s is not None else ""
     prompt_text = tab.lm.decode(d.prompt_ids)
-    return {v.state: d, v.text: views.continuation(prompt_text, strings, d.out, d.how),
+    return {v.state: d, v.text: views.continuation(prompt_text, strings, d.out, d.how, d.ended),
             v.rounds: views.rounds(d.rounds, strings),
-            v.stats: views.stats(d.stats, gamma, expected, name), v.message: _message(note)}
+            v.stats: views.stats(d.stats, gamma, expected, name, d.ended), v.message: _message(note)}
 
 
 def _message(text: str) -> str:
@@ -164,14 +164,15 @@ def on_run(tab: Tab, v: Views, prompt, tokens, *settings) -> dict:
 
 
 def layout(tab: Tab) -> tuple[Controls, Views]:
-    n_layers = tab.lm.num_layers
+    n_layers, default_layers = tab.lm.num_layers, min(SPECULATIVE["layers"].default, tab.lm.num_layers - 1)
+    gr.HTML(views.intro(n_layers, default_layers), js_on_load=None, css_template=views.CSS)
     with gr.Row(equal_height=True):
         prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_length=continuation.MAX_PROMPT_CHARS,
                             scale=4, elem_id="spec-prompt")
         with gr.Column(scale=2, min_width=320):
             draft = gr.Dropdown(tab.choices, value=EARLY_EXIT, label="Draft")
             c = SPECULATIVE["layers"]
-            layers = slider(c, min(c.default, n_layers - 1), high=n_layers - 1, label=f"{c.label} (of {n_layers})")
+            layers = slider(c, default_layers, high=n_layers - 1, label=f"{c.label} (of {n_layers})")
     with gr.Row(equal_height=True):
         gamma, temperature, top_k, top_p = (slider(SPECULATIVE[n]) for n in ("gamma", "temperature", "top_k", "top_p"))
         seed = number_box(SPECULATIVE["seed"], min_width=100)

@@ -36,9 +36,35 @@ CSS = """
 .spec-stats-table caption { text-align: left; font-weight: 700; }
 .spec-note, .spec-empty { font-size: 0.85em; opacity: 0.85; margin-top: 0.4em; }
 .tok { white-space: pre; font-weight: 600; }
+.spec-end { font-size: 0.8em; font-style: italic; opacity: 0.8; margin-left: 0.5em; }
+.spec-intro { font-size: 0.9em; margin: 0 0 0.4em 0; }
+.spec-intro summary { cursor: pointer; }
+.spec-intro p { margin: 0.3em 0; }
 """
+ENDED = ("⏹ end of sequence: the model ended the text here, so fewer tokens were emitted than "
+         "Tokens to run asked for")
 PAPERS = ("Leviathan et al. 2023: 2.3–3.4× (T5-XXL drafted by T5-small); "
           "Chen et al. 2023: 2–2.5× (Chinchilla 70B)")
+
+
+def intro(n_layers: int, layers: int) -> str:
+    """What the tab does and what γ, L, p and q are, in one line, with why the default draft is slower
+    than the papers' drafts in the details beneath it."""
+    return (
+        '<details class="spec-intro" id="spec-intro"><summary><b>Speculative decoding</b>: a cheap '
+        "draft with distribution <b>q</b> proposes <b>γ</b> tokens; the target model, distribution "
+        "<b>p</b>, scores them in one forward pass and keeps each drafted x with probability "
+        "min(1, p(x)/q(x)), so the text is distributed as the target alone would write it. <b>L</b>: "
+        "the early-exit draft's layers. <u>Why is it slower here than the papers' 2–3×?</u></summary>"
+        f"<p><b>L = {layers} of {n_layers}</b>: the default draft is this same model stopped after its "
+        f"first {layers} layers (its early exit), so one draft step costs about {layers} / {n_layers} "
+        "of a target pass: a round of γ draft steps plus one target pass costs more than the tokens it "
+        "saves, and the measured speedup stays below 1× (about 0.3–0.4× measured here). The papers' 2–3× come from "
+        "a draft many times smaller than its target (T5-small for T5-XXL) with a high acceptance "
+        "rate α. Lower L makes drafting cheaper but α smaller; Prompt lookup drafts for free by "
+        "copying n-grams from the prompt.</p>"
+        "<p>At Temperature 0 both models take their argmax: a draft is kept while it equals the "
+        "target's argmax, and at the first mismatch the target's argmax is emitted instead.</p></details>")
 
 
 def _pct(p: float) -> str:
@@ -51,12 +77,14 @@ def _tok(token_strings, token_id: int | None) -> str:
     return f'<code class="tok">{token_html(token_strings[token_id])}</code>'
 
 
-def continuation(prompt_text: str, token_strings, out, how) -> str:
-    """The prompt, then each emitted token coloured by how it was made, with a legend."""
+def continuation(prompt_text: str, token_strings, out, how, ended: bool = False) -> str:
+    """The prompt, then each emitted token coloured by how it was made, with a legend; `ended`: the
+    model wrote its end-of-sequence token (so a Run emitted fewer than Tokens to run)."""
     spans = "".join(f'<span class="spec-{kind}" title="{esc(HOW_LABELS[kind])}">'
                     f"{token_html(token_strings[t])}</span>" for t, kind in zip(out, how, strict=True))
     legend = " ".join(f'<span class="spec-{k}">{esc(v)}</span>' for k, v in HOW_LABELS.items())
-    return (f'<div class="spec-text"><span class="spec-prompt">{esc(prompt_text)}</span>{spans}</div>'
+    end = f'<span class="spec-end">{esc(ENDED)}</span>' if ended else ""
+    return (f'<div class="spec-text"><span class="spec-prompt">{esc(prompt_text)}</span>{spans}{end}</div>'
             f'<div class="spec-legend">{legend}</div>')
 
 
@@ -72,8 +100,10 @@ def _position(i: int, pos, token_strings) -> str:
     verdict = "accepted ✓" if pos.accepted else "rejected ✗"
     test = ("T = 0: kept while it equals the target's argmax" if pos.u is None else
             f"u = {pos.u:.3f} {'<' if pos.accepted else '≥'} min(1, p/q) = {min(1.0, pos.ratio):.3f}")
+    rule = ("at T = 0 the target's argmax (the residual is one-hot on it) →" if pos.u is None
+            else "norm(max(0, p − q)) → drew")
     rejection = "" if pos.accepted else (
-        f'<div class="spec-residual"><b>residual</b> norm(max(0, p − q)) → drew {_tok(token_strings, pos.resampled)}'
+        f'<div class="spec-residual"><b>residual</b> {rule} {_tok(token_strings, pos.resampled)}'
         f"{_dist(token_strings, pos.top_residual) if pos.top_residual else ''}</div>")
     ratio = "∞" if pos.ratio == float("inf") else f"{pos.ratio:.3f}"
     return (
@@ -106,15 +136,17 @@ def rounds(views, token_strings) -> str:
     return "".join(blocks)
 
 
-def stats(s, gamma: int, expected: float, draft_name: str) -> str:
-    """α, tokens per target pass, passes, draft steps, wall time and the measured speedup."""
+def stats(s, gamma: int, expected: float, draft_name: str, ended: bool = False) -> str:
+    """α, tokens per target pass, passes, draft steps, wall time and the measured speedup; `ended`:
+    the emitted count stopped at the model's end of sequence, not at Tokens to run."""
     speed = ("press <b>Run</b> to measure" if s.speedup is None else
              f"<b>{s.speedup:.2f}×</b> ({1000 * s.plain_seconds:.0f} ms plain vs {1000 * s.seconds:.0f} ms)")
     facts = (("acceptance rate α", f"{_pct(s.alpha)} ({s.accepted} of {s.drafted})"),
              ("tokens per target pass", f"{s.tokens_per_pass:.2f} (expected (1 − α^(γ+1))/(1 − α) = {expected:.2f})"),
              ("target passes", f"{s.rounds}"),
              ("draft steps", f"{s.draft_steps}"),
-             ("emitted", f"{s.emitted} = {s.accepted} accepted + {s.resampled} resampled + {s.bonus} bonus"),
+             ("emitted", f"{s.emitted} = {s.accepted} accepted + {s.resampled} resampled + {s.bonus} bonus"
+                         + (f" — {esc(ENDED)}" if ended else "")),
              ("wall time", f"{1000 * s.seconds:.0f} ms"),
              ("speedup vs plain decoding", speed))
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts)
