@@ -11,6 +11,7 @@ over what it returns, then the listeners chained after it (`.then`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 from dataclasses import replace
@@ -24,6 +25,13 @@ from agent.mcp.client import LAB_SERVER
 from viz.react import run as react_run
 
 MAX_APPROVALS = 20
+
+
+def outside_any_loop(coroutine):
+    """asyncio.run in a thread of its own: the browser tests' Playwright (sync API) keeps an event
+    loop running in the main thread for the whole session, where asyncio.run refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 class Page:
@@ -50,7 +58,7 @@ class Page:
     def call(self, fn) -> None:
         out = fn.fn(*[self.values[c] for c in fn.inputs])
         for update in (out if inspect.isgenerator(out) else [out]):
-            asyncio.run(self.demo.postprocess_data(fn, update, self.state))  # raises on a wrong value
+            outside_any_loop(self.demo.postprocess_data(fn, update, self.state))  # raises on a wrong value
             self.take(fn, update)
         for after in self.demo.fns.values():  # .then(…) listeners (a JavaScript-only one has no fn)
             if after.trigger_after == fn._id and after.fn is not None:
