@@ -189,6 +189,8 @@ def test_your_own_numbers_show_the_lecture_example(page):
     move_slider(page, "Top-k", "ArrowRight", 2)
     expect(chart.locator(".tok-row").nth(0).locator(".bar-cell.final")).to_contain_text("57.14%")
     expect(chart.locator(".tok-row").nth(1).locator(".bar-cell.final")).to_contain_text("42.86%")
+    expect(chart.locator(".ntc-row.other")).to_have_count(0)  # every token has its row: no "all other 0"
+    expect(chart.locator(".ntc-foot")).not_to_contain_text("click")  # its rows append nothing
 
 
 def test_bad_own_numbers_get_a_message(page):

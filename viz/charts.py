@@ -58,7 +58,7 @@ def continuation_view(prompt_text: str, pieces, probs, *, finished: bool, max_pr
     text = "".join(pieces)
     return (
         f'<div class="continuation" data-text="{esc(text)}" data-tokens="{len(pieces)}">'
-        f'<span class="cprompt">{esc(shown)}</span>{spans}{end}</div>'
+        f'<div class="ctext"><span class="cprompt">{esc(shown)}</span>{spans}{end}</div></div>'
         '<div class="legend">colour = probability the token had when chosen: '
         '<span class="ctok" style="--a:0.2">low</span> <span class="ctok" style="--a:1">high</span></div>'
     )

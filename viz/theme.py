@@ -52,8 +52,11 @@ body { font-size: var(--body-text-size); }
 .rl-header:not(.rl-desk *) { flex-wrap: nowrap; align-items: center; padding-right: 0; }
 .rl-subtitle:not(.rl-desk *) { display: none; }
 .rl-title:not(.rl-desk *) { font-size: 1.5rem; line-height: 1.2; white-space: nowrap; }
-.rl-facts:not(.rl-desk *) { flex: 1 1 auto; min-width: 0; flex-wrap: nowrap; overflow: hidden;
-  white-space: nowrap; mask-image: linear-gradient(to right, #000 92%, transparent); }
+.rl-facts:not(.rl-desk *) { flex: 1 1 auto; min-width: 0; flex-wrap: wrap; overflow: hidden;
+  white-space: nowrap; line-height: 1.6em; height: 1.6em; }  /* a fact that does not fit goes whole
+   to the hidden second line, never cut mid-word ("llm-smollm") */
+/* A dropdown's text ends before its arrow. */
+.gradio-container .secondary-wrap input { padding-right: 1.8em; text-overflow: ellipsis; }
 .rl-toolbar:not(.rl-desk *) { position: static; flex: none; }
 .rl-toolbar:not(.rl-desk *) button { padding: 0 0.6em; }
 .rl-offscreen { position: absolute !important; left: -10000px !important; width: 1px !important;
@@ -67,6 +70,7 @@ body { font-size: var(--body-text-size); }
   align-items: center; gap: 0.5em; padding: 1px 4px; border-radius: 4px; }
 .ntc.masked .ntc-row { grid-template-columns: 3.2em minmax(7em, 1.2fr) 1.6fr 1.6fr 1.6fr 1.3fr 7.5em; }
 .ntc-head { font-weight: 600; font-size: 0.85em; opacity: 0.8; }
+.ntc-head .cell.bar-cell, .ntc-head .cell.cum { height: auto; background: none; line-height: 1.2; }
 .ntc-row.tok-row { cursor: pointer; }
 .ntc-row.tok-row:hover, .ntc-row.tok-row:focus { background: rgba(37, 99, 235, 0.12); outline: none; }
 .ntc-row.chosen { box-shadow: inset 0 0 0 2px #d97706; }
@@ -280,13 +284,39 @@ body { font-size: var(--body-text-size); }
 .rg-key { margin-left: 0.6em; }
 .rg-key.k-bar { color: #2563eb; }
 .rg-key.k-line { color: #d97706; }
-/* Lecture mode on a short projector (1280×720): Next, then the pseudo-code, the history and the
-   stop reason on the first screen; the task controls, the scrub slider and the tour below them. */
+/* The growth chart with its category shares: the table under the chart, each share on one line,
+   the rows scrolled past a dozen calls (the compaction task). */
+.rg.split { grid-template-columns: minmax(0, 1fr); }
+.rg-rows { max-height: 13em; overflow-y: auto; align-self: start; }
+.rg.split .rg-table td:nth-child(4) { text-align: left; }
+.rg.split .rg-table td:nth-child(4) span { white-space: nowrap; }
+/* Approve / Deny beside the pending call's text, buttons of a button's height. */
+#react-approval { align-items: center; }
+#react-approval > :first-child { flex: 1 1 auto !important; --prose-text-size: 17px; --body-text-size: 17px;
+  font-size: 17px; }
+#react-approval > button { flex: 0 0 8em !important; min-height: 0; height: auto; }
+/* A laptop or projector 1280–1500 px wide: the three ReAct views side by side (pseudo-code, history,
+   template), narrower than their 1920 widths, so the template view starts on the first screen. */
+@media (min-width: 1000px) and (max-width: 1500px) {
+  #react-views > .column { min-width: 0 !important; }
+}
+/* Lecture mode on a short projector (1280×720): Next, an approval that waits, then the pseudo-code,
+   the history, the run controls (compact) and the template view on the first screen; the scrub
+   slider and the tour below them. */
 @media (max-height: 820px) {
-  #react-buttons:not(.rl-desk *) { order: -3; }
+  #react-controls:not(.rl-desk *) {
+    --block-label-text-size: 16px; --block-title-text-size: 16px; --input-text-size: 17px;
+    --block-padding: 4px 8px; --checkbox-label-text-size: 16px; --text-md: 17px;
+    --checkbox-label-padding: 2px 4px; --layout-gap: 6px; }
+  #react-buttons:not(.rl-desk *) { order: -4; }
+  #react-approval:not(.rl-desk *) { order: -3; }
   #react-message:not(.rl-desk *) { order: -2; }
   #react-views:not(.rl-desk *) { order: -1; }
-  #react-buttons:not(.rl-desk *) button { min-height: 0; padding: 0.25em 0.4em; white-space: nowrap; }
+  #react-buttons:not(.rl-desk *) button { min-height: 0; padding: 0.2em 0.4em; white-space: nowrap; }
+  .rp:not(.rl-desk *) { font-size: 15px; }
+  .rt:not(.rl-desk *), .rt-text:not(.rl-desk *) { font-size: 14px; }
+  .rt-scroll:not(.rl-desk *) { max-height: 44vh; }
+  .rh-scroll:not(.rl-desk *) { max-height: 40vh; }
 }
 /* In-context learning vs post-training (viz/react/post_training.py) */
 .pt-comparison { display: flex; flex-wrap: wrap; gap: 1.2em; align-items: flex-start; }
@@ -314,6 +344,20 @@ body { font-size: var(--body-text-size); }
   #continuation:not(.rl-desk *) .legend { display: none; }
   #continuation:not(.rl-desk *) .continuation { padding: 0.2em 0.5em; line-height: 1.5; }
   #next-token-chart:not(.rl-desk *) .ntc-row { padding-top: 0; padding-bottom: 0; }
+  #continuation:not(.rl-desk *) .continuation { display: flex; flex-direction: column-reverse;
+    max-height: 4.8em; overflow-y: auto; }  /* a chat template's seven lines: the newest three */
+  #sampling-message:not(.rl-desk *) .msg { padding: 0 0.4em; font-size: var(--text-sm); }
+}
+#spec-message:not(:has(.msg)) { display: none; }
+/* Lecture mode on a short projector (1280×720), Speculative tab: the introduction, the controls
+   (compact) and the first result on the first screen. */
+@media (max-height: 820px) {
+  #spec-intro:not(.rl-desk *) { font-size: 16px; }
+  #spec-prompt-row:not(.rl-desk *), #spec-settings-row:not(.rl-desk *), #spec-buttons-row:not(.rl-desk *) {
+    --block-label-text-size: 16px; --input-text-size: 17px; --block-padding: 4px 8px; --text-md: 17px;
+    --layout-gap: 8px; }
+  #spec-buttons-row:not(.rl-desk *) button { min-height: 0; padding: 0.2em 0.4em; }
+  #spec-intro:not(.rl-desk *) { margin-bottom: 0; }
 }
 """
 

@@ -26,7 +26,8 @@ SAMPLING_TOUR = (
     Stop("2 · Temperature → 0",
          "Temperature scaling divides the logits by a parameter T > 0 before the softmax. T → 0⁺: all "
          "probability mass is on argmax z_i → greedy / deterministic. [Temperature Scaling]",
-         {"temperature": 0.3}, "Drag Temperature to 0: greedy, no softmax and no draw."),
+         {"temperature": 0.3}, "T = 0.3 already piles the mass on the top tokens; drag Temperature on to 0: "
+         "greedy, no softmax and no draw."),
     Stop("3 · Temperature → ∞",
          "T = 1: the model's native distribution. T → ∞: → uniform (maximally random). "
          "[Temperature Scaling]",

@@ -92,7 +92,7 @@ function chartRow(r, name, special, masked, topP, scaleMax, logAxis) {
 }
 
 // charts.distribution_chart: token, the model's P, P' under the mask, the final P, cumulative.
-function distributionChart(top, names, special, {masked, topP, logAxis, greedy, chartId}) {
+function distributionChart(top, names, special, {masked, topP, logAxis, greedy, chartId, pickable = true}) {
   const scaleMax = top.maxP;
   const head = '<div class="ntc-row ntc-head"><span class="cell rank">#</span><span class="cell tok">token</span>' +
     '<span class="cell bar-cell">P — model (T = 1)</span>' +
@@ -100,7 +100,7 @@ function distributionChart(top, names, special, {masked, topP, logAxis, greedy, 
     `<span class="cell bar-cell">${greedy ? "final (greedy: argmax)" : "final — drawn from"}</span>` +
     `<span class="cell cum">cumulative · top-p = ${+topP.toFixed(6)}</span><span class="cell stage">removed by</span></div>`;
   const rows = top.rows.map((r) => chartRow(r, names(r.token), special.has(r.token), masked, topP, scaleMax, logAxis));
-  const other = '<div class="ntc-row other"><span class="cell rank"></span>' +
+  const other = top.otherCount === 0 ? "" : '<div class="ntc-row other"><span class="cell rank"></span>' +
     `<span class="cell tok">all other ${thousands(top.otherCount)} tokens</span>` +
     bar(top.otherModel, "model", logAxis ? scaleMax : 1.0, logAxis) +
     (masked ? '<span class="cell bar-cell"></span>' : "") +
@@ -108,7 +108,7 @@ function distributionChart(top, names, special, {masked, topP, logAxis, greedy, 
     '<span class="cell cum"></span><span class="cell stage"></span></div>';
   const axis = logAxis ? "log axis (10⁻⁶ … 1)" : `linear axis (longest bar = ${pct(scaleMax)})`;
   return `<div class="ntc${masked ? " masked" : ""}" data-chart="${esc(chartId)}">${head}${rows.join("")}${other}` +
-    `<div class="ntc-foot">${axis} · click a token to append it</div></div>`;
+    `<div class="ntc-foot">${axis}${pickable ? " · click a token to append it" : ""}</div></div>`;
 }
 
 // charts.readout: kept tokens and mass per stage, entropy, effective tokens, the draw.
@@ -234,7 +234,8 @@ function paintPosition(parts, view, controls, chartId) {
   const special = pos.numbered ? new Set() : view.tokens.special;
   const top = topN(t, Math.min(controls.bars, pos.z.length), view.memo.modelRank);
   parts.chart.innerHTML = distributionChart(top, names, special, {
-    masked: pos.mask !== null, topP: config.top_p, logAxis: controls.log, greedy: t.greedy, chartId});
+    masked: pos.mask !== null, topP: config.top_p, logAxis: controls.log, greedy: t.greedy, chartId,
+    pickable: view.pickable});
   parts.readout.innerHTML = readout(t, names, pos.truncated) + cumulativeCurve(top, t.greedy ? null : t.u);
   if (parts.constraint) parts.constraint.innerHTML = constraintReadout(t, pos.constraint, pos.vocab);
   return t;
@@ -262,7 +263,7 @@ function listenForPicks(element) {
 // js_on_load of a chart component: draw the position in props.value now, again when the server
 // sends a new one (watch), and on every control change in the page (no request).
 function mountSampling(element, props, watch) {
-  const view = {pos: null, memo: null, tokens: null, signature: "", frame: 0};
+  const view = {pos: null, memo: null, tokens: null, signature: "", frame: 0, pickable: !!props.pickable};
   const chartId = props.chart_id || "next-token-chart";
   const controls = props.controls;
   const controlIds = Object.values(controls).map((c) => c.id);

@@ -145,18 +145,20 @@ class Parts:
 # --- layout --------------------------------------------------------------------------------------
 
 def _run_controls(d: dict, c: Choices, weights_choices: tuple[str, ...]) -> None:
-    with gr.Row(equal_height=True, elem_id="react-controls"):
-        d["task"] = gr.Dropdown(list(TASKS), value=c.task, label="Task", scale=4)
-        d["task_text"] = gr.Textbox(label="Your task", max_length=run.MAX_TASK_CHARS, scale=3,
-                                    visible=False)
-        d["backend"] = gr.Dropdown(list(BACKENDS), value=c.backend, label="Backend", scale=2)
-        d["weights"] = gr.Dropdown(list(weights_choices), value=c.weights, label="Local weights", scale=2,
-                                   elem_id="react-weights", min_width=150)
-        d["mode"] = gr.Dropdown(list(MODES), value=c.mode, label="Mode", scale=1, min_width=130)
-        d["fmt"] = gr.Dropdown(list(FORMATS), value=c.fmt, label="Output format", scale=2)
-        d["constrained"] = gr.Checkbox(c.constrained, label="Constrained tool calls", scale=1,
-                                       min_width=160)
-    with gr.Row(visible=False) as d["server_row"]:
+    """Task, Backend, Mode, … stacked above the template view (a projector's first screen keeps them
+    beside the views they change)."""
+    with gr.Column(elem_id="react-controls"):
+        d["task"] = gr.Dropdown(list(TASKS), value=c.task, label="Task")
+        d["task_text"] = gr.Textbox(label="Your task", max_length=run.MAX_TASK_CHARS, visible=False)
+        with gr.Row(equal_height=True):
+            d["backend"] = gr.Dropdown(list(BACKENDS), value=c.backend, label="Backend", min_width=150)
+            d["weights"] = gr.Dropdown(list(weights_choices), value=c.weights, label="Local weights",
+                                       elem_id="react-weights", min_width=150)
+        with gr.Row(equal_height=True):
+            d["mode"] = gr.Dropdown(list(MODES), value=c.mode, label="Mode", min_width=110, scale=2)
+            d["fmt"] = gr.Dropdown(list(FORMATS), value=c.fmt, label="Output format", min_width=150, scale=3)
+        d["constrained"] = gr.Checkbox(c.constrained, label="Constrained tool calls")
+    with gr.Row(visible=False, elem_id="react-server-row") as d["server_row"]:
         labels = run.server_labels()
         d["server"] = gr.Dropdown(labels, value=labels[0] if labels else None, label="Server",
                                   info=None if labels else "none allowed: see docs/DEPLOY.md (--remote)")
@@ -179,7 +181,7 @@ def _buttons(d: dict) -> None:
         d["show_tokens"] = gr.Checkbox(False, label="Token boundaries", min_width=150)
         d["link_btn"] = gr.Button("Link to this view", size="sm", min_width=150, elem_id="react-link-btn")
         d["link_box"] = gr.Textbox(label="Link", interactive=False, buttons=["copy"],
-                                   elem_id="react-link", min_width=200)
+                                   elem_id="react-link", min_width=200, scale=3)
 
 
 def _tour(d: dict) -> None:
@@ -193,7 +195,7 @@ def _tour(d: dict) -> None:
     d["tour_at"] = gr.State(-1)
 
 
-def _views(d: dict, html: run.HtmlViews) -> None:
+def _views(d: dict, html: run.HtmlViews, c: Choices, weights_choices: tuple[str, ...]) -> None:
     d["msg"] = gr.HTML("", elem_id="react-message", js_on_load=None)
     with gr.Row(equal_height=False, elem_id="react-views"):
         with gr.Column(scale=11, min_width=560):
@@ -203,6 +205,7 @@ def _views(d: dict, html: run.HtmlViews) -> None:
             d["history"] = gr.HTML(html.history, elem_id="react-history", js_on_load=None)
             d["stop"] = gr.HTML(html.stop, elem_id="react-stop", js_on_load=None)
         with gr.Column(scale=9, min_width=480):
+            _run_controls(d, c, weights_choices)
             d["template"] = gr.HTML(html.template, elem_id="react-template", js_on_load=None)
 
 
@@ -239,11 +242,10 @@ def layout(lm, first: run.Session) -> Parts:
     html = run.html_views(first, lm, False)
     d: dict = {"sess": gr.State(first, time_to_live=SESSION_TTL_S, delete_callback=tt.ended),
                "pending": gr.State(None, time_to_live=SESSION_TTL_S)}
-    _run_controls(d, c, lm.weights_choices)
     _buttons(d)
     tt.approval(d)
     _tour(d)
-    _views(d, html)
+    _views(d, html, c, lm.weights_choices)
     _settings(d, c, html.growth)
     tt.controls(d, c)
     post_training.build(lm)  # read once at start: no listener

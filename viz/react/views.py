@@ -448,7 +448,7 @@ def _growth_html(points, bars, line, width, height, base, top, composition) -> s
                    for k, p in enumerate(points))
     head = "<th>largest shares</th>" if shares else ""
     return (
-        f'<div class="rg" data-calls="{len(points)}" data-total="{points[-1].total}">'
+        f'<div class="rg{" split" if shares else ""}" data-calls="{len(points)}" data-total="{points[-1].total}">'
         f'<svg viewBox="0 0 {width} {height}" class="rg-svg" role="img" '
         f'aria-label="input tokens per model call and their running total">'
         f'<line x1="48" x2="{width - 8}" y1="{base}" y2="{base}" class="rg-axis"/>'
@@ -456,8 +456,9 @@ def _growth_html(points, bars, line, width, height, base, top, composition) -> s
         '<text x="44" y="42" class="rg-tick end">tokens</text>'
         f'{"".join(bars)}'
         f'<polyline points="{" ".join(line)}" class="rg-line"/></svg>'
-        f'<table class="rg-table"><tr><th>call</th><th>input tokens</th><th>running total</th>{head}</tr>'
-        f'{rows}</table><div class="rg-note"><b class="rg-key k-bar">■</b> input tokens of each '
+        '<div class="rg-rows"><table class="rg-table">'
+        f'<tr><th>call</th><th>input tokens</th><th>running total</th>{head}</tr>'
+        f'{rows}</table></div><div class="rg-note"><b class="rg-key k-bar">■</b> input tokens of each '
         'model call (x axis) <b class="rg-key k-line">━</b> running total: every call re-sends '
         'everything, so '
         'the total grows with the square of the number of turns</div></div>'

@@ -474,10 +474,9 @@ def _settings_column(vocab_size: int, weights_choices: tuple[str, ...], weights:
         kind = gr.Radio(list(KIND_LABELS.values()), value=KIND_LABELS["regex"], label="Grammar kind")
         source = gr.Code(value=r"[0-9]{4}-[0-9]{2}-[0-9]{2}", language=None, label="Grammar", interactive=True)
         apply = gr.Button("Apply grammar")
-    with gr.Row():
-        n_bars = slider(SAMPLING["n_bars"])
-        axis = gr.Radio(list(AXES), value=AXES[0], label="Axis", elem_id=AXIS_ID,
-                        interactive=True)  # no server listener: the page reads it
+    n_bars = slider(SAMPLING["n_bars"])  # its own line: beside Axis its maximum (100) was cut to "10"
+    axis = gr.Radio(list(AXES), value=AXES[0], label="Axis", elem_id=AXIS_ID,
+                    interactive=True)  # no server listener: the page reads it
     seed = number_box(SAMPLING["seed"])
     with gr.Row():
         link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")

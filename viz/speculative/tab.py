@@ -166,21 +166,22 @@ def on_run(tab: Tab, v: Views, prompt, tokens, *settings) -> dict:
 def layout(tab: Tab) -> tuple[Controls, Views]:
     n_layers, default_layers = tab.lm.num_layers, min(SPECULATIVE["layers"].default, tab.lm.num_layers - 1)
     gr.HTML(views.intro(n_layers, default_layers), js_on_load=None, css_template=views.CSS)
-    with gr.Row(equal_height=True):
-        prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_length=continuation.MAX_PROMPT_CHARS,
-                            scale=4, elem_id="spec-prompt")
+    with gr.Row(equal_height=True, elem_id="spec-prompt-row"):
+        with gr.Column(scale=4):  # the buttons under the prompt: the results start on a projector's first screen
+            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_length=continuation.MAX_PROMPT_CHARS,
+                                elem_id="spec-prompt")
+            with gr.Row(equal_height=True, elem_id="spec-buttons-row"):
+                round_btn = gr.Button("Draft and verify", variant="primary", elem_id="spec-round-btn")
+                run_btn = gr.Button("Run", elem_id="spec-run-btn")
+                reset_btn = gr.Button("Reset", elem_id="spec-reset-btn")
         with gr.Column(scale=2, min_width=320):
             draft = gr.Dropdown(tab.choices, value=EARLY_EXIT, label="Draft")
             c = SPECULATIVE["layers"]
             layers = slider(c, default_layers, high=n_layers - 1, label=f"{c.label} (of {n_layers})")
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=True, elem_id="spec-settings-row"):
         gamma, temperature, top_k, top_p = (slider(SPECULATIVE[n]) for n in ("gamma", "temperature", "top_k", "top_p"))
+        tokens = slider(SPECULATIVE["tokens"])
         seed = number_box(SPECULATIVE["seed"], min_width=100)
-    with gr.Row(equal_height=True):
-        round_btn = gr.Button("Draft and verify", variant="primary", elem_id="spec-round-btn")
-        tokens = slider(SPECULATIVE["tokens"], scale=2)
-        run_btn = gr.Button("Run", elem_id="spec-run-btn")
-        reset_btn = gr.Button("Reset", elem_id="spec-reset-btn")
     html = dict(js_on_load=None, css_template=views.CSS)
     message = gr.HTML("", elem_id="spec-message", js_on_load=None)
     text = gr.HTML("", elem_id="spec-text", **html)
