@@ -81,6 +81,7 @@ def test_deep_link_round_trip_restores_the_same_controls_and_chart(browser, app_
     expect(page.get_by_role("slider", name="Temperature")).to_have_value("0.5", timeout=60_000)
     expect(page.get_by_role("slider", name="Top-k")).to_have_value("40")
     expect(page.get_by_role("textbox", name="Prompt", exact=True)).to_have_value("Once upon a time")
+    expect(page.get_by_role("combobox", name="Example prompts")).to_have_value("")  # issue 23: not the old example
     config = sampling.SamplingConfig(temperature=0.5, top_k=40, top_p=0.9)
     c = cont.start(lm, "Once upon a time", False, seed=3)
     t = sampling.trace(c.logits, config, u=c.u)

@@ -352,11 +352,14 @@ def restore(lm, ui, first: cont.Continuation, values: dict) -> dict:
         out[ui.mode] = values["mode"]
     if "prompt" in values:
         out[ui.prompt] = values["prompt"]
+    chat = values.get("mode", PROMPT_MODES[int(first.chat)]) == PROMPT_MODES[1]
+    if {"prompt", "mode"} & values.keys():  # the Example dropdown names the linked prompt, or none
+        linked = (values.get("prompt", first.prompt), chat)
+        out[ui.example] = next((name for name, example in EXAMPLES.items() if example == linked), None)
     if "constraint" in values:
         out[ui.constraint] = values["constraint"]
     if not {"prompt", "mode", "seed", "constraint"} & values.keys():
         return out
-    chat = values.get("mode", PROMPT_MODES[int(first.chat)]) == PROMPT_MODES[1]
     try:
         c = cont.start(lm, values.get("prompt", first.prompt), chat, values.get("seed", 0),
                        PRESETS.get(values.get("constraint", NO_CONSTRAINT)))
@@ -621,7 +624,8 @@ def build(lm):
     first = cont.start(lm, *EXAMPLES[DEFAULT_EXAMPLE], seed=0)
     ui = layout(lm, first, tokens_url(lm))
     wire(lm, ui)
-    outputs = [*ui["prompt mode temperature top_k top_p min_p constraint seed"], *ui[" ".join(POSITION_OUTPUTS)]]
+    outputs = [*ui["prompt mode example temperature top_k top_p min_p constraint seed"],
+               *ui[" ".join(POSITION_OUTPUTS)]]
     return outputs, functools.partial(restore, lm, ui, first)
 
 
