@@ -58,6 +58,7 @@ class Control:
 RUN = Settings()  # the ReAct tab's run defaults: MAX_STEPS, reply tokens, temperature, top-p, seed
 MAX_N_DRAWS = 10_000
 MAX_BARS = 100
+MAX_LINKED_STATE = 200  # a link's step: a scripted replay's recorded states (MAX_STEPS 20 × a few phases)
 MAX_SPEC_TOKENS = 64  # the Speculative tab's "Tokens to run"
 
 
@@ -89,6 +90,8 @@ REACT = _by_name(
     Control("top_p", "Top-p", 0.05, 1, 0.01, RUN.top_p, key="react_top_p"),
     _seed(key="react_seed"),
     Control("few_shot", "Few-shot exemplars", 0, MAX_FEW_SHOT, 1, RUN.few_shot, integer=True),
+    Control("scrub", "Recorded state", 0, MAX_LINKED_STATE, 1, 0, integer=True, key="step",
+            noun="step"),  # a link restores a scripted replay at this state (the scrub slider's value)
     Control("compact_at", "Compact at (% of the budget)", round(100 * COMPACT_RANGE[0]),
             round(100 * COMPACT_RANGE[1]), 5, 80, noun="Compact at (%)"),
 )

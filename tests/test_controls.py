@@ -27,7 +27,7 @@ def test_every_default_lies_inside_its_own_bounds():
 
 def test_the_deep_link_checks_are_the_registrys():
     assert set(controls.LINKED) == {"temperature", "top_k", "top_p", "min_p", "seed", "react_temperature",
-                                    "react_top_p", "react_seed", "max_steps"}
+                                    "react_top_p", "react_seed", "max_steps", "step"}
     for key, c in controls.LINKED.items():
         assert deeplink.parse({key: str(c.high)}, {}).values == {key: c.high}
         assert deeplink.parse({key: str(c.high + 1)}, {}).problems

@@ -139,6 +139,11 @@ def test_react_deep_link_opens_the_task_backend_and_mode(browser, app_url):
     expect(page.locator("#react-history")).to_contain_text("Invisible Cities")
     page.locator("#tab-react").get_by_role("button", name="Link to this view").click()
     expect(page.locator("#react-link textarea")).to_have_value(re.compile(r"\?tab=react&task=two-hop-search"))
+    expect(page.locator("#react-link textarea")).to_have_value(re.compile(r"&step=1$"))  # issue 23: the step too
+    second = context.new_page()
+    second.goto(page.locator("#react-link textarea").input_value())
+    expect(second.locator("#react-scrub")).to_contain_text("Recorded state 1 of 1", timeout=60_000)
+    expect(second.locator("#react-history")).to_contain_text("Invisible Cities")
     context.close()
 
 

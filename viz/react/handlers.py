@@ -326,11 +326,13 @@ def task_controls(p, task) -> dict:
 
 # --- deep links ----------------------------------------------------------------------------------
 
-def react_link(task, backend, mode, temperature, top_p, seed, max_steps) -> str:
-    """The query of a link to this view (?tab=react&task=…); checked like any incoming link."""
+def react_link(task, backend, mode, temperature, top_p, seed, max_steps, step=0) -> str:
+    """The query of a link to this view (?tab=react&task=…&step=…); checked like any incoming link.
+    The step (the recorded state shown) is written for a scripted replay, the one backend that
+    replays the same states when the link is opened."""
     values = {"tab": "react", "task": task, "backend": backend, "react_mode": mode,
               "react_temperature": temperature, "react_top_p": top_p, "react_seed": seed,
-              "max_steps": max_steps}
+              "max_steps": max_steps, "step": step if backend == run.SCRIPTED and step else None}
     link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
     return deeplink.query(link.values, LINK_CHOICES)
 
@@ -349,4 +351,9 @@ def restore(p, lm, first: Session, values: dict) -> dict:
                 max_steps=values.get("max_steps", c.max_steps))
     shown = {p.task: c.task, p.backend: c.backend, p.temperature: c.temperature, p.top_p: c.top_p,
              p.seed: c.seed, p.max_steps: c.max_steps, p.mode: c.mode, p.fmt: c.fmt}
-    return {**shown, **on_reset(p, lm, first, False, *c.values())}
+    out = {**shown, **on_reset(p, lm, first, False, *c.values())}
+    s = out.get(p.sess)
+    if values.get("step") and c.backend == run.SCRIPTED and isinstance(s, Session):
+        for later in advance(p, lm, s, False, values["step"]):  # the replay's states up to the linked one
+            out.update(later)
+    return out

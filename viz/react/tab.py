@@ -300,7 +300,7 @@ def _wire_files(p: Parts, lm) -> None:
     p.upload.upload(partial(h.on_load, p, lm), [p.upload, p.sess, p.show_tokens],
                     [*p.stepped, p.task, p.backend, p.mode, p.fmt], api_name="on_load")
     p.link_btn.click(h.react_link, [p.task, p.backend, p.mode, p.temperature, p.top_p, p.seed,
-                                    p.max_steps], p.link_box, api_name="react_link").then(
+                                    p.max_steps, p.scrub], p.link_box, api_name="react_link").then(
         None, p.link_box, p.link_box,
         js="(q) => q.startsWith('?') ? location.origin + location.pathname + q : q")
 
