@@ -140,7 +140,9 @@ def configure_queue(demo):
     return demo
 
 
-# The flags whose default an environment variable sets: (flag, variable, default without it, help).
+# The flags whose default an environment variable sets: (flag, variable, default without it, help);
+# the numeric ones are in INT_FLAGS (argparse converts a string default too).
+INT_FLAGS = ("--port", "--remote-context")
 ENV_FLAGS = (
     ("--model", "REACT_LAB_MODEL", None,
      "a hub id, a local model folder, or a .gguf file (default: $REACT_LAB_MODEL, else the bundled "
@@ -155,6 +157,9 @@ ENV_FLAGS = (
     ("--draft-model", "REACT_LAB_DRAFT_MODEL", None,
      "a smaller causal LM sharing the model's tokenizer (a folder, .gguf or hub id), offered as a draft "
      "on the Speculative decoding tab (default: $REACT_LAB_DRAFT_MODEL, else none)"),
+    ("--remote-context", "REACT_LAB_REMOTE_CONTEXT", None,
+     "the context window (tokens) of a server whose model info does not say it (llama.cpp's /props and "
+     "vLLM's /v1/models do; default: $REACT_LAB_REMOTE_CONTEXT, else none)"),
     ("--mcp", "REACT_LAB_MCP", "",
      "another MCP server for the ReAct tab: a stdio command line or a streamable-HTTP URL, treated as "
      "untrusted (default: $REACT_LAB_MCP, else none); visitors can never choose one"),
@@ -167,17 +172,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="ReAct Lab: next-token sampling and the ReAct agent loop, on a real model.",
     )
     for flag, variable, default, text in ENV_FLAGS:
-        parser.add_argument(flag, default=os.environ.get(variable, default), help=text,
-                            type=int if flag == "--port" else None)  # argparse converts a string default too
+        if flag in INT_FLAGS:  # an empty variable is no number: the default then
+            parser.add_argument(flag, default=os.environ.get(variable) or default, help=text, type=int)
+        else:
+            parser.add_argument(flag, default=os.environ.get(variable, default), help=text)
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                         help="weights in float32 (exact) or bfloat16 (faster decode, tiny drift; default float32)")
-    parser.add_argument(
-        "--remote-context",
-        type=int,
-        default=int(os.environ["REACT_LAB_REMOTE_CONTEXT"]) if os.environ.get("REACT_LAB_REMOTE_CONTEXT") else None,
-        help="the context window (tokens) of a server whose model info does not say it (llama.cpp's "
-        "/props and vLLM's /v1/models do; default: $REACT_LAB_REMOTE_CONTEXT, else none)",
-    )
     parser.add_argument(
         "--allow-any-remote",
         action="store_true",

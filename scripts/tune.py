@@ -153,11 +153,11 @@ def batches(exs: list[Example], size: int, seed: int) -> list[list[Example]]:
     return out
 
 
-def time_bf16(model, prefix: tuple[int, ...], exs: list[Example], n: int = 2) -> dict:
+def time_bf16(model, prefix: tuple[int, ...], exs: list[Example], batch: int, n: int = 2) -> dict:
     """tokens/s (sequence tokens, as if each run were run whole) of n batches forward+backward in
     float32 and under bf16 autocast (no update)."""
     result = {}
-    sample = batches(exs[: n * BATCH], BATCH, SEED)[:n]
+    sample = batches(exs[: n * batch], batch, SEED)[:n]
     batch_loss(model, prefix, sample[0][:2], False)  # warm-up, not timed
     for bf16 in (False, True):
         t, tokens = time.perf_counter(), 0
@@ -249,7 +249,7 @@ def tune_one(adapter: str, args) -> dict:
     print(f"  shared prefix: {len(prefix)} tokens, run once per batch of {args.batch}")
     torch.manual_seed(SEED)
     model = peft_model(lm)
-    timing = time_bf16(model, prefix, exs) if args.bf16 == "auto" else {}
+    timing = time_bf16(model, prefix, exs, args.batch) if args.bf16 == "auto" else {}
     bf16 = args.bf16 == "on" or (args.bf16 == "auto" and timing["bf16"] > 1.1 * timing["float32"])
     if timing:
         print(f"  bf16 autocast: {timing['bf16']} tokens/s against float32 {timing['float32']} "

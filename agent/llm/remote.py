@@ -39,14 +39,13 @@ from dataclasses import dataclass, field
 
 from agent.backends import BackendError, BackendReply, OnToken, Settings, observed
 from agent.budget import Usage
-from agent.llm.server_info import ServerInfo, tool_choice, window_from_models, window_from_props
+from agent.llm.server_info import MAX_MODELS, ServerInfo, tool_choice, window_from_models, window_from_props
 from agent.messages import ToolCall
 from agent.template import Prompt, stop_sequences, wire_messages
 
 MAX_REPLY_BYTES = 1_000_000  # the whole reply, stream included
 MAX_URL_CHARS = 500
 RESOLVE_TIMEOUT_S = 3.0
-MAX_MODELS = 200  # also agent.llm.server_info.MAX_MODELS
 
 # --- the guard -----------------------------------------------------------------------------------
 
@@ -378,26 +377,31 @@ def probe(server: str, model: str) -> ServerInfo:
     n = window_from_models(_get_json(v1 + "/models", key, allow), model)
     if n:
         return ServerInfo("vLLM", n, "/v1/models max_model_len")
-    return known_info(server, model, probed=True)
+    return _operator_info()
 
 
-def known_info(server: str, model: str, probed: bool = False) -> ServerInfo:
-    """What is known without a request: a recent probe's answer, else the operator's window."""
-    hit = None if probed else _infos.get((str(server).strip(), model))
-    if hit is not None and time.monotonic() - hit[0] < INFO_TTL_S:
-        return hit[1]
+def _operator_info() -> ServerInfo:
     window = _config["window"]
     return ServerInfo("unknown", window, "operator setting" if window else "")
 
 
+def _recent(server: str, model: str) -> ServerInfo | None:
+    hit = _infos.get((str(server).strip(), model))
+    return hit[1] if hit is not None and time.monotonic() - hit[0] < INFO_TTL_S else None
+
+
+def known_info(server: str, model: str) -> ServerInfo:
+    """What is known without a request: a recent probe's answer, else the operator's window."""
+    return _recent(server, model) or _operator_info()
+
+
 def server_info(server: str, model: str) -> ServerInfo:
     """probe(), remembered for INFO_TTL_S per (server, model)."""
-    key = (str(server).strip(), model)
-    hit = _infos.get(key)
-    if hit is None or time.monotonic() - hit[0] >= INFO_TTL_S:
-        hit = (time.monotonic(), probe(server, model))
-        _infos[key] = hit
-    return hit[1]
+    info = _recent(server, model)
+    if info is None:
+        info = probe(server, model)
+        _infos[(str(server).strip(), model)] = (time.monotonic(), info)
+    return info
 
 
 def api_base(base_url: str) -> str:
