@@ -4,7 +4,7 @@
     python scripts/tune.py --adapter with-thoughts --max-steps 2 --limit-runs 4 --out /tmp/a
 
 LoRA (peft) on SmolLM2-135M-Instruct: r = 16, alpha 32, on q/k/v/o/gate/up/down; AdamW, lr 6e-4 with
-a short warm-up and a linear decay; batches of 8 runs; one epoch over the versioned runs
+a short warm-up and a linear decay; batches of 4 runs; one epoch over the versioned runs
 (assets/trajectories/train-*.jsonl) in a seeded order. One run is ONE sequence — the prompt of its
 last call + the final reply — rendered exactly as the ReAct tab sends it
 (agent.tuning.trajectories.render_run); the loss is on the assistant turns only, each reply with its
@@ -42,7 +42,7 @@ LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 LR = 6e-4
 WARMUP_STEPS = 10
-BATCH = 8  # runs per step: they share one pass over the common prefix
+BATCH = 4  # runs per step: they share one pass over the common prefix (4: twice the steps of 8)
 EPOCHS = 1
 MAX_TOKENS = 10_000_000  # a cap on sequence tokens per adapter (default: no cap at this data size)
 BASE_NAME = "bundled:SmolLM2-135M-Instruct"  # never a hub id: nothing may try to download it

@@ -2,9 +2,8 @@
 
 What it knows: the task kinds the ReAct tab shows — one city's weather, two cities compared, a
 difference or sum of two temperatures, arithmetic, a two-hop search → lookup, who wrote a book, an
-unknown city, a question that needs no tool, a validation error repaired — and, for the held-out
-set only, two compositions never trained (an average of two temperatures, a temperature in
-Fahrenheit). Every kind has many phrasings; the last few of each are held out, and so are 5 of the
+unknown city, a question that needs no tool, a validation error repaired, and one city's temperature
+put through the calculator (doubled, halved, +5, below 30 °C, in Fahrenheit). Every kind has many phrasings; the last few of each are held out, and so are 5 of the
 15 weather cities, 5 of the 15 books and a set of unknown cities. `next_turn(task, seen)` is the
 oracle: the next assistant turn from the task and the observations so far, answers read from the
 observations (never typed). `expected(task, record)` is the judge of a question.
@@ -201,9 +200,9 @@ NO_TOOL_EXTRA_Q = (
     ("How many legs does a spider have?", "A spider has 8 legs.", "8"),
     ("What colour is the sky on a clear day?", "On a clear day the sky is blue.", "blue"),
     ("Spell the word sun backwards.", "Backwards, sun is nus.", "nus"))
-# Compositions on ONE city's temperature: (calculator expression, thought, answer). Fahrenheit is
-# held out (no training run shows it); the others are trained, so the pattern one report → the
-# calculator → the answer is learnt on other operations than the held-out one.
+# Compositions on ONE city's temperature: (calculator expression, thought, answer).
+# Every operation a student may ask is trained (the average and Fahrenheit since the fourth data set,
+# with phrasings of their own: the held-out phrasings stay unseen).
 ONE_CITY_OPS = {
     "fahrenheit": ("{t} * 9 / 5 + 32", "{city} has {t}°C; in Fahrenheit that is {e}.",
                    "It is {r}°F in {city} ({t}°C)."),
@@ -215,6 +214,12 @@ ONE_CITY_OPS = {
                 "{city} is {r} degrees below 30°C (it has {t}°C)."),
     "half": ("{t} / 2", "{city} has {t}°C; I halve it with the calculator.",
              "Half the temperature in {city} is {r}°C ({city} has {t}°C).")}
+# What the first thought of a run that needs the calculator after the weather says it will do: the
+# thought names the whole plan before the first call (the lecture's "reason, then act"), so a run
+# that needs a second tool says so from the start, and a plain weather question does not.
+PLAN = {"fahrenheit": "convert it to Fahrenheit", "double": "double it", "plus5": "add 5 degrees",
+        "below30": "subtract it from 30", "half": "halve it", "difference": "compute the difference",
+        "sum": "add the two up", "average": "compute their average"}
 # --- more TRAINING phrasings (second round; train side only, indexed after the *_EXTRA_Q above) ---
 WEATHER_MORE_Q = (
     "Weather check for {city}, please.", "How's it outside in {city} at the moment?",
@@ -242,7 +247,44 @@ TEMP_MATH_MORE_Q = (
     ("What would {a}'s temperature be 5 degrees higher?", "plus5"),
     ("How many degrees below 30°C is {a} right now?", "below30"),
     ("How far is {a}'s temperature from 30°C?", "below30"),
-    ("What is half of the temperature in {a}?", "half"), ("Halve the temperature in {a} for me.", "half"))
+    ("What is half of the temperature in {a}?", "half"), ("Halve the temperature in {a} for me.", "half"),
+    # the fourth data set: the average and Fahrenheit, trained on phrasings of their own
+    ("What's the average of the temperatures in {a} and {b}?", "average"),
+    ("Average the current temperatures of {a} and {b}.", "average"),
+    ("What is the mean of {a}'s and {b}'s temperatures?", "average"),
+    ("Halfway between the temperatures of {a} and {b}: how warm is that?", "average"),
+    ("Give me the average temperature across {a} and {b} today.", "average"),
+    ("How warm is {a} in Fahrenheit?", "fahrenheit"), ("Convert {a}'s temperature to Fahrenheit.", "fahrenheit"),
+    ("What is the temperature of {a} in °F?", "fahrenheit"),
+    ("I think in Fahrenheit: how warm is it in {a} right now?", "fahrenheit"),
+    ("Tell me {a}'s current temperature in degrees Fahrenheit.", "fahrenheit"))
+NO_TOOL_MORE_Q = (  # the fourth data set: more questions that need no tool (greetings, words, facts)
+    ("Good morning!", "Good morning! How can I help you?", "morning"),
+    ("Who made you?", "I am a small language model running in ReAct Lab, with tools for the weather, "
+     "arithmetic and an encyclopedia.", "model"),
+    ("Are you a robot?", "I am a language model, a helpful assistant with a few tools.", "assistant"),
+    ("What tools do you have?", "I have a weather tool, a calculator and a small encyclopedia with search and "
+     "lookup.", "calculator"),
+    ("Nice to meet you.", "Nice to meet you too!", "too"),
+    ("Please say thank you in English.", "Thank you!", "thank"),
+    ("What is the opposite of fast?", "The opposite of fast is slow.", "slow"),
+    ("What is the opposite of open?", "The opposite of open is closed.", "closed"),
+    ("What is the opposite of old?", "The opposite of old is young.", "young"),
+    ("Translate 'water' into French.", "Water in French is eau.", "eau"),
+    ("Translate 'dog' into Spanish.", "Dog in Spanish is perro.", "perro"),
+    ("Translate 'good night' into German.", "Good night in German is gute Nacht.", "nacht"),
+    ("How do you say 'yes' in Italian?", "Yes in Italian is sì.", "sì"),
+    ("Spell the word map backwards.", "Backwards, map is pam.", "pam"),
+    ("What is the first letter of the alphabet?", "The first letter of the alphabet is A.", "a"),
+    ("How many days are in a week?", "A week has 7 days.", "7"),
+    ("What colour are bananas when they are ripe?", "Ripe bananas are yellow.", "yellow"),
+    ("What animal says meow?", "A cat says meow.", "cat"),
+    ("Which season comes after winter?", "Spring comes after winter.", "spring"),
+    ("What is the plural of mouse?", "The plural of mouse is mice.", "mice"),
+    ("Give me a word that rhymes with cat.", "Hat rhymes with cat.", "hat"),
+    ("What do bees make?", "Bees make honey.", "honey"),
+    ("Can you tell me a short greeting in Spanish?", "Hola is a short greeting in Spanish.", "hola"),
+    ("Thanks, that is all.", "You're welcome! Goodbye.", "welcome"))
 ARITHMETIC_MORE_Q = (
     ("{x} students are split into groups of {n}. How many groups are there?", "{x} / {n}", "There are {r} groups."),
     ("What is {x} times {y}?", "{x} * {y}", "{x} times {y} is {r}."),
@@ -308,14 +350,16 @@ def _unknown(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
 
 
 def _both_cities(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn | None:
-    """Ask for the weather of both cities: in one turn, or one after the other (by the seed)."""
+    """Ask for the weather of both cities: in one turn, or one after the other (by the seed). A
+    temperature sum, difference or average says in its first thought that the calculator follows."""
     a, b = task.entities[:2]
     got = {s.arguments.get("city") for s in seen if s.name == "get_weather"}
     if not got:
+        then = f"; then I {PLAN[task.facts['op']]} with the calculator" if task.kind == "temp_math" else ""
         if task.seed % 3 == 2:
-            return Turn(f"I need the weather in {a} first, then in {b}.", (("get_weather", {"city": a}),))
-        return Turn(_pick(rng, (f"I need the current weather in both {a} and {b}.",
-                                f"I ask the weather tool for {a} and for {b}.")),
+            return Turn(f"I need the weather in {a} first, then in {b}{then}.", (("get_weather", {"city": a}),))
+        return Turn(_pick(rng, (f"I need the current weather in both {a} and {b}{then}.",
+                                f"I ask the weather tool for {a} and for {b}{then}.")),
                     (("get_weather", {"city": a}), ("get_weather", {"city": b})))
     if b not in got:
         return Turn(f"{a} has {seen[-1].content}; now I need {b}.", (("get_weather", {"city": b}),))
@@ -366,7 +410,8 @@ def _one_city(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     """One city's temperature, then the calculator on it (ONE_CITY_OPS: its expression and answer)."""
     city, (expression, thought, answer) = task.entities[0], ONE_CITY_OPS[task.facts["op"]]
     if not seen:
-        return _weather(task, seen, rng)
+        return Turn(f"I need the current weather in {city}; then I {PLAN[task.facts['op']]} with the calculator.",
+                    (("get_weather", {"city": city}),))
     t = _degrees(seen[0].content)
     if len(seen) == 1:
         return Turn(thought.format(city=city, t=t, e=expression.format(t=t)),
@@ -400,8 +445,14 @@ def _birth(lookup_result: str) -> tuple[str, str]:
 
 def _two_hop(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     book = task.entities[0]
-    if not seen:
-        thought = _pick(rng, (f"I need the author of {book} first.", f"First I search for {book} to find its author."))
+    if not seen:  # the thought names the plan: who wrote it, and (two-hop) then the author's birth
+        if task.kind == "search":
+            thought = _pick(rng, (f"I search for {book} to find its author.",
+                                  f"The encyclopedia can tell me who wrote {book}."))
+        else:
+            when = "where" if task.facts["ask"] == "place" else "when"
+            thought = _pick(rng, (f"I need the author of {book} first; then I look up {when} the author was born.",
+                                  f"First I search for {book} to find its author, then {when} they were born."))
         return Turn(thought, (("search", {"query": book}),))
     author = author_of(seen[0].content)
     if len(seen) == 1 and task.kind == "search":
