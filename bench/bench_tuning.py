@@ -10,7 +10,8 @@ Columns, for the held-in and the held-out questions apart (assets/trajectories/h
   valid calls — calls that pass the three checks, over calls + unparsable replies;
   arg match   — the oracle's calls that the model made with exactly the same arguments;
   prompt tok  — mean prompt tokens per model call (the exemplars are tokens re-sent every call);
-and the held-out success without the two compositions no run trains (average, Fahrenheit).
+and the held-out success without the average and Fahrenheit questions (operations no run trained
+before the fourth data set; the column keeps the figures comparable across data sets).
 Every run: ReAct mode, native tool calls, T = 0, no constrained decoding, MAX_STEPS = 5. A run
 that made no model call is reported (and counted as a failure). Also the top-5 next tokens after
 "The capital of France is" for each weights choice (general ability kept?).
@@ -49,7 +50,7 @@ ROWS = {"base-0": ("base, 0 exemplars", "base", 0), "base-1": ("base, 1 exemplar
 SONG_ET_AL = {  # lecture: the unweighted mean of task results, with → without the thought, three models
     "held-out": [[29.5, 22.8], [30.0, 27.5], [36.1, 31.8]], "held-in": [[41.6, 41.2], [45.2, 45.5], [45.4, 43.6]]}
 PROMPT = "The capital of France is"
-NEW_COMPOSITIONS = ("average", "fahrenheit")  # held-out kinds no training run shows
+NEW_COMPOSITIONS = ("average", "fahrenheit")  # held-out kinds no run trained before the fourth data set
 
 
 def settings(few_shot: int):
