@@ -50,6 +50,7 @@ ROWS = {"base-0": ("base, 0 exemplars", "base", 0), "base-1": ("base, 1 exemplar
 SONG_ET_AL = {  # lecture: the unweighted mean of task results, with → without the thought, three models
     "held-out": [[29.5, 22.8], [30.0, 27.5], [36.1, 31.8]], "held-in": [[41.6, 41.2], [45.2, 45.5], [45.4, 43.6]]}
 PROMPT = "The capital of France is"
+SPLITS = ("held-in", "held-out", "held-out-2")
 NEW_COMPOSITIONS = ("average", "fahrenheit")  # held-out kinds no run trained before the fourth data set
 
 
@@ -139,27 +140,33 @@ def spread(questions: list[dict], n: int | None) -> list[dict]:
 def tables(result: dict) -> None:
     cols = ["weights", "success", "success (trained kinds)", "valid calls", "arg match", "prompt tok/call", "n",
             "no call made"]
-    for split in ("held-in", "held-out"):
+    for split in SPLITS:
         rows = [[s["label"], s["success"], s["success_trained_kinds"], s["valid_call_rate"], s["arg_exact_match"],
                  s["mean_prompt_tokens"], s["n"], s["not_advanced"]] for s in result["rows"] if s["split"] == split]
-        print_table(f"{split} questions (T = 0, native tool calls, no constraint, MAX_STEPS = {MAX_STEPS})", cols, rows)
-    groups = sorted({g for s in result["rows"] if s["split"] == "held-out" for g in s["by_group"]})
-    rows = [[s["label"], *(s["by_group"].get(g, {}).get("success") for g in groups)]
-            for s in result["rows"] if s["split"] == "held-out"]
-    print_table("held-out success by task kind", ["weights", *groups], rows)
+        if rows:
+            print_table(f"{split} questions (T = 0, native tool calls, no constraint, MAX_STEPS = {MAX_STEPS})",
+                        cols, rows)
+    for split in SPLITS[1:]:
+        groups = sorted({g for s in result["rows"] if s["split"] == split for g in s["by_group"]})
+        rows = [[s["label"], *(s["by_group"].get(g, {}).get("success") for g in groups)]
+                for s in result["rows"] if s["split"] == split]
+        if rows:
+            print_table(f"{split} success by task kind", ["weights", *groups], rows)
     print_table(f"top-5 next tokens after {PROMPT!r}", ["weights", "top-5"],
                 [[w, ", ".join(f"{t} {p:.2f}" for t, p in top)] for w, top in result["top5"].items()])
 
 
-def merged(old: dict, new: dict, keys: list[str]) -> dict:
-    """`new` with the rows, runs and top-5 of `old` that `new` did not measure, in ROWS order; each
-    row keeps its own n and measured time, so a table may mix a full and a --limit run."""
+def merged(old: dict, new: dict) -> dict:
+    """`new` with the rows, runs and top-5 of `old` that `new` did not measure (a weights row on a
+    split), in ROWS order; each row keeps its own n and measured time, so a table may mix a full and
+    a --limit run."""
     order = list(ROWS)
     for row in new["rows"]:
         row["measured"] = new["measured"]
-    rows = [r for r in old["rows"] if r["row"] not in keys] + new["rows"]
-    rows.sort(key=lambda r: (order.index(r["row"]), r["split"]))
-    runs = [r for r in old["runs"] if r["row"] not in keys] + new["runs"]
+    done = {(r["row"], r["split"]) for r in new["rows"]}
+    rows = [r for r in old["rows"] if (r["row"], r["split"]) not in done] + new["rows"]
+    rows.sort(key=lambda r: (order.index(r["row"]), SPLITS.index(r["split"])))
+    runs = [r for r in old["runs"] if (r["row"], r["split"]) not in done] + new["runs"]
     return {**new, "rows": rows, "runs": runs, "top5": {**old.get("top5", {}), **new["top5"]}}
 
 
@@ -167,6 +174,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--limit", type=int, default=None, help="N questions of each split, spread over its task kinds")
     p.add_argument("--rows", nargs="+", choices=tuple(ROWS), default=list(ROWS))
+    p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS[:2]),
+                   help="question sets (held-out-2: the second held-out set, written after the fourth data set)")
     p.add_argument("--merge", action="store_true",
                    help="keep the rows of --out that this run does not measure (each row says its n)")
     p.add_argument("--out", default=str(DATA_DIR / "comparison.json"))
@@ -182,12 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     if lm.weights_choices == ("base",):
         print(f"No adapter in {ADAPTERS_DIR} (make tune): only the base rows run.")
     keys = [k for k in args.rows if ROWS[k][1] in lm.weights_choices]
-    questions = [q for name in ("held-in", "held-out")
-                 for q in spread(read_jsonl(DATA_DIR / f"{name}.jsonl"), args.limit)]
+    questions = [q for name in args.splits for q in spread(read_jsonl(DATA_DIR / f"{name}.jsonl"), args.limit)]
     runs = [m for key in keys for m in run_row(lm, key, questions)]
     rows = []
     for key in keys:
-        for split in ("held-in", "held-out"):
+        for split in args.splits:
             mine = [r for r in runs if r["row"] == key and r["split"] == split]
             groups = {g: summarize([r for r in mine if r["group"] == g]) for g in sorted({r["group"] for r in mine})}
             known = summarize([r for r in mine if r["group"] not in NEW_COMPOSITIONS])
@@ -202,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
               "rows": rows, "song_et_al": SONG_ET_AL,
               "top5": {w: top5(lm, w) for w in weights}, "runs": runs}
     if args.merge and Path(args.out).exists():
-        result = merged(json.loads(Path(args.out).read_text(encoding="utf-8")), result, keys)
+        result = merged(json.loads(Path(args.out).read_text(encoding="utf-8")), result)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     tables(result)

@@ -58,6 +58,30 @@ def test_held_out_split_overlaps_training_in_no_template_entities_pair():
     assert {"difference", "sum", "average", "fahrenheit", "two_hop", "unknown_city"} <= {q["group"] for q in held_out}
 
 
+def test_the_second_held_out_set_shares_no_phrasing_with_training_or_the_first():
+    """held-out-2: phrasings no training run and no first held-out question uses, over held-out
+    entities only, every kind and operation the first set has."""
+    from agent.tuning import task_bank as tb
+
+    second, first = read_jsonl(DATA_DIR / FILES["held_out_2"]), read_jsonl(DATA_DIR / FILES["held_out"])
+    def strings(value) -> set[str]:
+        if isinstance(value, str):
+            return {value}
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple) else ()
+        return set().union(*(strings(v) for v in items)) if items else set()
+
+    phrasings = {q if isinstance(q, str) else q[0] for qs in tb.HELD_OUT_2_Q.values() for q in qs}
+    trained = set().union(*(strings(getattr(tb, n)) for n in dir(tb) if n.endswith("_Q") and n != "HELD_OUT_2_Q"))
+    assert len(phrasings) == 20 and len(trained) > 300
+    assert not phrasings & trained
+    assert not {r["question"] for r in TRAIN} & {q["question"] for q in second}
+    assert not {q["question"] for q in first} & {q["question"] for q in second}
+    assert not {r["template"] for r in TRAIN} & {q["template"] for q in second}
+    held = {*tb.HELD_OUT_CITIES, *tb.HELD_OUT_BOOKS, *tb.HELD_OUT_UNKNOWN}
+    assert all(set(q["entities"]) & held for q in second if q["entities"] and q["kind"] != "arithmetic")
+    assert {q["group"] for q in first} == {q["group"] for q in second}
+
+
 def test_the_judge_reads_numbers_whole_and_wants_honesty_for_an_unknown_city():
     assert judge_answer({"must_contain": ["1"]}, "The difference is 1°C.")
     assert not judge_answer({"must_contain": ["1"]}, "Bogotá has 14°C.")

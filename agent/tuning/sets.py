@@ -5,6 +5,8 @@
 What it knows: how many runs of each task kind to make, and the split, fixed before training:
   train      — train phrasings × train entities, the oracle's runs through the real loop;
   held-in    — the same phrasings and entities, other (template, entities) instances where there are any;
+  held-out-2 — a second held-out set: other phrasings, the same held-out entities (task_bank.HELD_OUT_2_Q),
+               written after the fourth data set and before any training on it;
   held-out   — phrasings, cities, books and unknown cities never trained, in every composition
                (the average of two temperatures and a temperature in Fahrenheit were held out as
                operations until the fourth data set; they are now trained on phrasings of their own).
@@ -37,8 +39,13 @@ EXTRA_TRAIN_COUNTS = {"weather": 90, "unknown_city": 45, "compare": 90, "temp_ma
                       "two_hop": 150, "search": 40, "no_tool": 36, "repair": 20}
 HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4, "arithmetic": 4,
                   "two_hop": 4, "search": 2, "no_tool": 3}
+HELD_OUT_2_COUNTS = {"weather": 5, "unknown_city": 4, "compare": 5, "arithmetic": 5, "two_hop": 5, "search": 2,
+                     "no_tool": 3}
 FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
-         "held_in": "held-in.jsonl", "held_out": "held-out.jsonl"}
+         "held_in": "held-in.jsonl", "held_out": "held-out.jsonl", "held_out_2": "held-out-2.jsonl"}
+SECOND = {"weather": "weather", "unknown_city": "weather", "repair": "weather", "compare": "compare",
+          "temp_math": "temp_math", "arithmetic": "arithmetic", "two_hop": "two_hop", "search": "who_wrote",
+          "no_tool": "no_tool"}
 
 
 def _pairs(cities: tuple[str, ...], need: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -56,51 +63,55 @@ MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q, "temp_math":
         "arithmetic": tb.ARITHMETIC_MORE_Q, "two_hop": tb.TWO_HOP_MORE_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
 
 
-def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = ()) -> list[tuple[int, object]]:
+def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = (),
+          second: tuple | None = None) -> list[tuple[int, object]]:
     """(index, phrasing) of a split's templates; the extra ones (the *_EXTRA_Q, then the *_MORE_Q of
-    the second round) are numbered after the train ones."""
+    the second round) are numbered after the train ones, the second held-out set's from 100."""
+    if second is not None:
+        return [(100 + i, q) for i, q in enumerate(second)]
     if not extra:
         return list(enumerate(bank[side]))
     return [(len(bank[0]) + i, q) for i, q in enumerate(extra_bank + more)]
 
 
 def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -> list[Task]:
-    """Every (template, entities) instance of a kind for a split ("train" or "held_out"), shuffled;
-    with `extra`, the training instances of the kind's extra phrasings instead."""
+    """Every (template, entities) instance of a kind for a split ("train", "held_out" or "held_out_2"),
+    shuffled; with `extra`, the training instances of the kind's extra phrasings instead."""
     side = 0 if split == "train" or extra else 1
+    two = tb.HELD_OUT_2_Q[SECOND[kind]] if split == "held_out_2" else None
     cities = tb.TRAIN_CITIES if side == 0 else tb.HELD_OUT_CITIES
     books = tb.TRAIN_BOOKS if side == 0 else tb.HELD_OUT_BOOKS
     pairs = _pairs(tb.TRAIN_CITIES) if side == 0 else _pairs(tb.TRAIN_CITIES + tb.HELD_OUT_CITIES, tb.HELD_OUT_CITIES)
     out: list[Task] = []
     if kind in ("weather", "unknown_city", "repair"):
         places = (tb.TRAIN_UNKNOWN if side == 0 else tb.HELD_OUT_UNKNOWN) if kind == "unknown_city" else cities
-        bank = _bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra, MORE["weather"])
+        bank = _bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra, MORE["weather"], two)
         for (i, q), c in itertools.product(bank, places):
             facts = {"bad": tb.BAD_ARGUMENTS[len(out) % len(tb.BAD_ARGUMENTS)]} if kind == "repair" else {}
             out.append(Task(kind, f"weather/{side}.{i}", (c,), q.format(city=c), facts=facts))
     elif kind in ("compare", "temp_math"):
         bank = (tb.COMPARE_Q, tb.COMPARE_EXTRA_Q) if kind == "compare" else (tb.TEMP_MATH_Q, tb.TEMP_MATH_EXTRA_Q)
-        for (i, (q, how)), (a, b) in itertools.product(_bank(*bank, side, extra, MORE[kind]), pairs):
+        for (i, (q, how)), (a, b) in itertools.product(_bank(*bank, side, extra, MORE[kind], two), pairs):
             if how in tb.ONE_CITY_OPS and b != a:
                 a, b = (a, b) if a in cities else (b, a)
             key = "lead" if kind == "compare" else "op"
             entities = (a,) if how in tb.ONE_CITY_OPS else (a, b)
             out.append(Task(kind, f"{kind}/{side}.{i}", entities, q.format(a=a, b=b), facts={key: how}))
     elif kind in ("two_hop", "search"):
-        bank = (_bank(tb.TWO_HOP_Q, tb.TWO_HOP_EXTRA_Q, side, extra, MORE["two_hop"]) if kind == "two_hop" else
+        bank = (_bank(tb.TWO_HOP_Q, tb.TWO_HOP_EXTRA_Q, side, extra, MORE["two_hop"], two) if kind == "two_hop" else
                 [(i, (q, "author"))
-                 for i, q in _bank(tb.WHO_WROTE_Q, tb.WHO_WROTE_EXTRA_Q, side, extra, MORE["who_wrote"])])
+                 for i, q in _bank(tb.WHO_WROTE_Q, tb.WHO_WROTE_EXTRA_Q, side, extra, MORE["who_wrote"], two)])
         for (i, (q, ask)), book in itertools.product(bank, books):
             out.append(Task(kind, f"{kind}/{side}.{i}", (book,), q.format(book=book), facts={"ask": ask}))
     elif kind == "arithmetic":
-        bank = _bank(tb.ARITHMETIC_Q, tb.ARITHMETIC_EXTRA_Q, side, extra, MORE["arithmetic"])
+        bank = _bank(tb.ARITHMETIC_Q, tb.ARITHMETIC_EXTRA_Q, side, extra, MORE["arithmetic"], two)
         for (i, (q, expr, answer)), k in itertools.product(bank, range(12)):
             v = _numbers(random.Random(f"{split}-{i}-{k}"))
             entities = tuple(str(v[n]) for n in sorted(v) if f"{{{n}}}" in q)
             facts = {"expression": expr.format(**v), "answer": answer.format(r="{r}", **v)}
             out.append(Task(kind, f"arithmetic/{side}.{i}", entities, q.format(**v), facts=facts))
     elif kind == "no_tool":
-        for i, (q, answer, word) in _bank(tb.NO_TOOL_Q, tb.NO_TOOL_EXTRA_Q, side, extra, tb.NO_TOOL_MORE_Q):
+        for i, (q, answer, word) in _bank(tb.NO_TOOL_Q, tb.NO_TOOL_EXTRA_Q, side, extra, tb.NO_TOOL_MORE_Q, two):
             out.append(Task(kind, f"no_tool/{side}.{i}", (), q, facts={"answer": answer, "word": word}))
     rng.shuffle(out)
     return [Task(t.kind, t.template, t.entities, t.question, seed=rng.randrange(10**6), facts=t.facts) for t in out]
@@ -145,6 +156,17 @@ def split_tasks(seed: int = SEED) -> dict[str, list[Task]]:
     return {"train": train, "held_in": held_in, "held_out": held_out}
 
 
+def second_held_out(seed: int = SEED) -> list[Task]:
+    """The second held-out set: HELD_OUT_2_Q's phrasings over the held-out entities (its own RNG)."""
+    rng, out = random.Random(f"{seed}-held-out-2"), []
+    for kind, n in HELD_OUT_2_COUNTS.items():
+        out += _spread(_dedupe(candidates(kind, "held_out_2", rng)))[:n]
+    math = _spread(_dedupe(candidates("temp_math", "held_out_2", rng)))
+    for op in ("difference", "sum", "average", "fahrenheit"):
+        out += [t for t in math if t.facts["op"] == op][:2]
+    return out
+
+
 def _first_place(phrase: str) -> str:
     """ "in Santiago de las Vegas, near Havana, Cuba" → "Santiago de las Vegas"."""
     return re.sub(r"^(?:in|near) ", "", phrase).split(",")[0]
@@ -187,7 +209,8 @@ def build(seed: int = SEED) -> dict[str, list[dict]]:
     return {"train": [oracle_run(t, thoughts=True) for t in tasks["train"]],
             "train_without": [oracle_run(t, thoughts=False) for t in tasks["train"]],
             "held_in": [question_row(t, "held-in") for t in tasks["held_in"]],
-            "held_out": [question_row(t, "held-out") for t in tasks["held_out"]]}
+            "held_out": [question_row(t, "held-out") for t in tasks["held_out"]],
+            "held_out_2": [question_row(t, "held-out-2") for t in second_held_out(seed)]}
 
 
 def main(argv: list[str] | None = None) -> int:
