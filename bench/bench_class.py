@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_class.py                      # 60 students, ~4 minutes
     .venv/bin/python bench/bench_class.py --students 20 40 60  # how many the two cores hold
     .venv/bin/python bench/bench_class.py --students --py-spy /tmp/pyspy  # profile the Greedy phase only
+    .venv/bin/python bench/bench_class.py --greedy --students 2 --spec 1  # a smoke of the Speculative path
 
 Each phase starts `python app.py` once (loopback) and then runs N students at once, each a thread
 that behaves like a person in a lecture, with a think time of 2–5 s between actions:
@@ -240,9 +241,12 @@ def spec_student(page: Page, i: int, tally: Tally, deadline: float) -> None:
             return
 
 
-def phase(page: Page, pid: int, students: int) -> dict:
-    """N students at once; their tallies, server CPU and memory, the generator's CPU."""
-    kinds = ["react"] * min(REACT_STUDENTS, students // 3) + ["spec"] * min(SPEC_STUDENTS, students // 10)
+def phase(page: Page, pid: int, students: int, react: int | None = None, spec: int | None = None) -> dict:
+    """N students at once; their tallies, server CPU and memory, the generator's CPU. ReAct and
+    Speculative students: a third (at most 10) and a tenth (at most 2), unless given."""
+    react = min(REACT_STUDENTS, students // 3) if react is None else react
+    spec = min(SPEC_STUDENTS, students // 10) if spec is None else spec
+    kinds = (["react"] * react + ["spec"] * spec)[:students]
     kinds += ["sampling"] * (students - len(kinds))
     deadline = time.monotonic() + PHASE_DEADLINE_S
     tallies = [Tally(k) for k in kinds]
@@ -419,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="record the server with py-spy (--gil) during each Greedy phase into PREFIX-<n>.txt "
                         "and print the busiest functions (the CPU figures of that phase include py-spy's "
                         "pauses: take them from a run without it)")
+    p.add_argument("--react", type=int, default=None, help="ReAct students per phase (default: a third, at most 10)")
+    p.add_argument("--spec", type=int, default=None,
+                   help="Speculative students per phase (default: a tenth, at most 2)")
     p.add_argument("--presses", type=int, default=24, help="Greedy presses per student in the Greedy phases")
     p.add_argument("--no-prefill", action="store_true", help="skip the during-a-long-prefill phase")
     args = p.parse_args(argv)
@@ -461,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             page = Page("127.0.0.1", port)
             call(page, uuid.uuid4().hex[:11], "run_prompt", **{"Prompt": "Warm-up: the capital of France is",
                                                                "Send the prompt as": "Raw text"})
-            report(phase(page, proc.pid, n))
+            report(phase(page, proc.pid, n, args.react, args.spec))
         finally:
             stop_app(proc)
             tracebacks = log.read_text(errors="replace").count("Traceback")
