@@ -463,6 +463,7 @@ class LanguageModel:
         self._hot: _Block | None = None  # the block of the last pass: its rows may continue in place
         self._stops: dict[object, set] = {}  # session → cancel events of its running generations
         self.adapters = None  # agent.llm.weights.Adapters once load_adapters() found some
+        self._pieces: dict[int, str] = {}  # piece(): token id → its text decoded alone
         from agent.llm.batching import Batcher
 
         self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC))
@@ -521,6 +522,14 @@ class LanguageModel:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def piece(self, token_id: int) -> str:
+        """One token decoded on its own (a continuation view shows each token apart), remembered:
+        a view of n tokens is redrawn on every press, and a tokenizer call costs tens of µs."""
+        text = self._pieces.get(token_id)
+        if text is None:
+            text = self._pieces[token_id] = self.decode([token_id])
+        return text
 
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """The exact string the model continues for a list of {"role", "content"} messages."""

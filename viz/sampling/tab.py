@@ -161,7 +161,7 @@ def _seed(value) -> int:
 # ---- what the server sends ----------------------------------------------------------------------
 
 def continuation_html(lm, c: cont.Continuation) -> str:
-    pieces = [lm.decode([i]) if i not in lm.special_ids else lm.token_strings[i] for i in c.ids]
+    pieces = [lm.piece(i) if i not in lm.special_ids else lm.token_strings[i] for i in c.ids]
     return charts.continuation_view(c.prompt_text, pieces, c.chosen_probs, finished=c.finished)
 
 
@@ -206,9 +206,9 @@ def on_step(lm, ui, action, state, temperature, top_k, top_p, min_p):
         if action == "sample":
             t = sampling.trace(state.logits, settings, mask=state.mask, u=state.u)
             new = cont.append(lm, state, t.token, t.token_prob, consume_u=not t.greedy)
-        elif action == "greedy":
-            t = sampling.trace(state.logits, sampling.SamplingConfig(temperature=0), mask=state.mask)
-            new = cont.append(lm, state, t.token, t.token_prob, consume_u=False)
+        elif action == "greedy":  # trace's T = 0 token and probability, without the whole trace
+            token, prob = sampling.greedy(state.logits, state.mask)
+            new = cont.append(lm, state, token, prob, consume_u=False)
         elif action == "back":
             new = cont.back(lm, state)
         else:
