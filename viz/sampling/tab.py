@@ -165,10 +165,13 @@ def continuation_html(lm, c: cont.Continuation) -> str:
     return charts.continuation_view(c.prompt_text, pieces, c.chosen_probs, finished=c.finished)
 
 
-def shown(lm, ui: Controls, c: cont.Continuation, note: str = "") -> dict:
-    """Every view of a new position: the state, the position for the page, the continuation."""
-    return {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: render.message(note, "info"),
-            ui.continuation: continuation_html(lm, c), ui.prompt_string: c.prompt_text}
+def shown(lm, ui: Controls, c: cont.Continuation, note: str = "", prompt: bool = True) -> dict:
+    """Every view of a new position: the state, the position for the page, the continuation, and
+    the exact prompt string unless ``prompt`` is False (a press on the same prompt: the page
+    already shows it, and a pasted prompt may be 100,000 characters)."""
+    out = {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: render.message(note, "info"),
+           ui.continuation: continuation_html(lm, c)}
+    return {**out, ui.prompt_string: c.prompt_text} if prompt else out
 
 
 def failed(ui: Controls, exc) -> dict:
@@ -215,7 +218,7 @@ def on_step(lm, ui, action, state, temperature, top_k, top_p, min_p):
             new = cont.reroll(state)
     except (cont.PromptError, ValueError) as exc:
         return failed(ui, exc)
-    return shown(lm, ui, new)
+    return shown(lm, ui, new, prompt=False)
 
 
 def on_pick(lm, ui, pick, state, temperature, top_k, top_p, min_p):
@@ -230,7 +233,7 @@ def on_pick(lm, ui, pick, state, temperature, top_k, top_p, min_p):
         new = cont.append(lm, state, token, float(t.probs[token]), consume_u=False)
     except (cont.PromptError, ValueError) as exc:
         return failed(ui, exc)
-    return shown(lm, ui, new)
+    return shown(lm, ui, new, prompt=False)
 
 
 def on_seed(lm, ui, seed, state):
