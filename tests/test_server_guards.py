@@ -191,3 +191,12 @@ def test_a_left_out_output_is_skipped_without_rebuilding_its_component(monkeypat
             assert session[state._id] == answer[state]
     assert got[1:] == [f"<u>{i}</u>" for i in range(5)]
     assert built == [], f"{len(built)} components rebuilt for left-out outputs"
+
+
+def test_the_queue_never_rebuilds_its_analytics_summary(app_demo):
+    """Issue 25: Gradio's per-event pandas summary of past events (2–6 ms of CPU per event) is off."""
+    queue = app_demo[0]._queue
+    assert queue.ANAYLTICS_CACHE_FREQUENCY >= 2**62 and queue.ANALYTICS_MAX_EVENTS <= 100
+    before = queue.cached_event_analytics_summary
+    queue.events_recorded += 1000
+    assert queue.compute_analytics_summary([{"function": "x", "status": "success", "process_time": 1.0}]) is before
