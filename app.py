@@ -115,6 +115,13 @@ def handler_name(fn) -> str:
     return getattr(fn, "__name__", "")
 
 
+# Gradio's queue rebuilds a pandas summary of every recorded event (up to 10,000) after each event,
+# for a monitoring dashboard this app turns off (launch_kwargs: enable_monitoring=False). Measured:
+# 1.9 ms of CPU per event with 100 recorded, 6.0 ms with 10,000, under the interpreter lock
+# (issue 25). Computed never, and 100 events kept.
+QUIET_ANALYTICS = {"GRADIO_ANALYTICS_CACHE_FREQUENCY": str(2**62), "GRADIO_ANALYTICS_MAX_EVENTS": "100"}
+
+
 def configure_queue(demo):
     """The one place Gradio's queue is set: bounded (QUEUE_SIZE waiting, then "queue full"),
     model events in one concurrency group of agent.llm.batching.MAX_BATCH — the batcher's cap, so
@@ -130,6 +137,9 @@ def configure_queue(demo):
         return page_of(LocalContext.request.get(None))
 
     batching.set_session_resolver(session_of_event)
+    lean_skips(demo)
+    for name, value in QUIET_ANALYTICS.items():
+        os.environ.setdefault(name, value)  # read when the queue is made, just below
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=4)
     for fn in demo.fns.values():
         own_limit = isinstance(fn.concurrency_limit, int) and fn.concurrency_limit < batching.MAX_BATCH
@@ -137,6 +147,40 @@ def configure_queue(demo):
             fn.concurrency_id, fn.concurrency_limit = batching.CONCURRENCY_ID, batching.MAX_BATCH
             if fn.show_progress == "hidden":
                 fn.show_progress = "minimal"  # the queue position shows while a student waits
+    return demo
+
+
+SKIPPED = {"__type__": "update"}  # what the page receives for an output a handler left out (gr.skip())
+
+
+def lean_skips(demo):
+    """An output a handler leaves out of its {component: value} answer reaches the page as
+    {"__type__": "update"}: nothing changes there. Gradio 6 gets there by rebuilding that component
+    (its constructor, its config for the session) for every such output on every event; the
+    ReAct tab leaves out each view that did not change, on each of a streamed reply's redraws (10 a
+    second). This sends the same answer without the rebuild (issue 25: per-event work under the
+    interpreter lock). Events whose answer names every output, or lists, are Gradio's own path."""
+    import copy
+
+    from gradio.blocks import Block
+
+    original = demo.postprocess_data
+
+    async def postprocess_data(block_fn, predictions, state):
+        outputs = block_fn.outputs
+        if not (isinstance(predictions, dict) and predictions and not block_fn.batch
+                and all(isinstance(k, Block) for k in predictions)):
+            return await original(block_fn, predictions, state)
+        given = {k._id for k in predictions}
+        sent = [b._id in given or b.stateful for b in outputs]  # a State left out: Gradio's own (no rebuild)
+        if all(sent) or sum(sent) < 2:
+            return await original(block_fn, predictions, state)
+        lean = copy.copy(block_fn)
+        lean.outputs = [b for b, s in zip(outputs, sent, strict=True) if s]
+        values = iter(await original(lean, predictions, state))
+        return [next(values) if s else dict(SKIPPED) for s in sent]
+
+    demo.postprocess_data = postprocess_data
     return demo
 
 

@@ -180,6 +180,21 @@ def trace(
     )
 
 
+def greedy(logits: np.ndarray, mask: np.ndarray | None = None) -> tuple[int, float]:
+    """(token, final probability) of T = 0: what ``trace(logits, SamplingConfig(temperature=0),
+    mask)`` gives as ``token`` and ``token_prob`` — the argmax of the masked logits (ties: the lower
+    id), with probability 1 — without building the trace (no sort, no softmax): the Greedy button's
+    press. The same checks, the same errors.
+
+    >>> greedy(np.log([0.2, 0.5, 0.3])), greedy(np.log([0.2, 0.5, 0.3]), np.array([True, False, True]))
+    ((1, 1.0), (2, 1.0))
+    """
+    z, allowed = _check_inputs(logits, mask)
+    if not allowed.all():
+        z[~allowed] = -np.inf
+    return int(np.argmax(z)), 1.0
+
+
 def _check_inputs(logits: object, mask: object) -> tuple[np.ndarray, np.ndarray]:
     """(V,) float32 copy of the logits, and the allowed set: in the mask, logit above -inf."""
     z = np.array(logits, dtype=np.float32)  # a copy: the trace owns it and freezes it

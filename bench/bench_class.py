@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/bench_class.py                      # 60 students, ~4 minutes
     .venv/bin/python bench/bench_class.py --students 20 40 60  # how many the two cores hold
+    .venv/bin/python bench/bench_class.py --students --py-spy /tmp/pyspy  # profile the Greedy phase only
+    .venv/bin/python bench/bench_class.py --greedy --students 2 --spec 1  # a smoke of the Speculative path
 
 Each phase starts `python app.py` once (loopback) and then runs N students at once, each a thread
 that behaves like a person in a lecture, with a think time of 2–5 s between actions:
@@ -31,11 +33,14 @@ each phase a deadline, the server is always stopped. Loopback only.
 from __future__ import annotations
 
 import argparse
+import collections
 import http.client
 import json
 import random
 import re
 import resource
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -236,9 +241,12 @@ def spec_student(page: Page, i: int, tally: Tally, deadline: float) -> None:
             return
 
 
-def phase(page: Page, pid: int, students: int) -> dict:
-    """N students at once; their tallies, server CPU and memory, the generator's CPU."""
-    kinds = ["react"] * min(REACT_STUDENTS, students // 3) + ["spec"] * min(SPEC_STUDENTS, students // 10)
+def phase(page: Page, pid: int, students: int, react: int | None = None, spec: int | None = None) -> dict:
+    """N students at once; their tallies, server CPU and memory, the generator's CPU. ReAct and
+    Speculative students: a third (at most 10) and a tenth (at most 2), unless given."""
+    react = min(REACT_STUDENTS, students // 3) if react is None else react
+    spec = min(SPEC_STUDENTS, students // 10) if spec is None else spec
+    kinds = (["react"] * react + ["spec"] * spec)[:students]
     kinds += ["sampling"] * (students - len(kinds))
     deadline = time.monotonic() + PHASE_DEADLINE_S
     tallies = [Tally(k) for k in kinds]
@@ -258,7 +266,7 @@ def phase(page: Page, pid: int, students: int) -> dict:
             "hwm_kib": status_kib(pid, "VmHWM"), "unfinished": sum(t.is_alive() for t in threads)}
 
 
-def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24) -> dict:
+def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24, spy: Path | None = None) -> dict:
     """Server CPU per Greedy press that added a token, with `students` pressing at once (issue 25's
     "1/3 of one student alone" goal). The prompts' runs are outside the measured window."""
     tallies = [Tally("greedy") for _ in range(students)]
@@ -276,12 +284,16 @@ def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24) -> dict:
             added[i] += 1
 
     threads = [threading.Thread(target=presser, args=(i,)) for i in range(students)]
+    recorder = Spy(pid, spy) if spy is not None else None  # attached before the window: not in its CPU
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     cpu, wall = cpu_seconds(pid) - cpu0, time.monotonic() - t0
+    if recorder is not None:
+        recorder.stop()
+        recorder.report()
     latencies = [x for t in tallies for x in t.latencies.get("greedy", [])]
     return {"students": students, "tokens": sum(added), "cpu_per_token": cpu / max(1, sum(added)),
             "wall": wall, "median": median(latencies) if latencies else float("nan"),
@@ -320,6 +332,51 @@ def during_prefill(page: Page, repeats: int = 5) -> dict:
             "long": longs, "errors": cheap.errors + cheap.leaks}
 
 
+class Spy:
+    """py-spy sampling the server's threads while they hold the GIL (``--gil``), as raw collapsed stacks:
+    which Python code runs per event under the interpreter lock. ``pip install --target DIR py-spy``;
+    the binary is looked up on PATH, then in /tmp/pyspy-inst/bin."""
+
+    def __init__(self, pid: int, out: Path, gil: bool = True) -> None:
+        binary = shutil.which("py-spy") or "/tmp/pyspy-inst/bin/py-spy"
+        self.out = out
+        args = [binary, "record", "--pid", str(pid), "--rate", "200", "--format", "raw", "--output", str(out),
+                "--nonblocking", "--threads"] + (["--gil"] if gil else [])
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1.0)  # attached
+
+    def stop(self) -> None:
+        self.proc.send_signal(2)  # SIGINT: py-spy writes its file and exits
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def report(self, top: int = 25) -> None:
+        """Self and inclusive samples per function (file:function), the busiest first."""
+        if not self.out.exists():
+            print(f"py-spy wrote nothing: {self.proc.stderr.read().decode(errors='replace')[-500:]}")
+            return
+        own, total, samples = collections.Counter(), collections.Counter(), 0
+        for line in self.out.read_text(errors="replace").splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not stack or not count.isdigit():
+                continue
+            n, samples = int(count), samples + int(count)
+            frames = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] + ")"
+                      for f in stack.split(";")[1:] if f]
+            if frames:
+                own[frames[-1]] += n
+                for f in set(frames):
+                    total[f] += n
+        print_table(f"py-spy, {samples} samples with the GIL held ({self.out}): self time",
+                    ["function (file)", "self %", "inclusive %"],
+                    [[f, f"{100 * c / samples:.1f}", f"{100 * total[f] / samples:.1f}"]
+                     for f, c in own.most_common(top)])
+        print_table("py-spy: inclusive time", ["function (file)", "inclusive %"],
+                    [[f, f"{100 * c / samples:.1f}"] for f, c in total.most_common(top)])
+
+
 def profile(page: Page) -> None:
     """Gradio's phases per event over the Greedy phase (/gradio_api/profiling/summary): what the
     server spends around the model step (preprocess, postprocess) against the step itself."""
@@ -356,11 +413,21 @@ def report(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--students", type=int, nargs="+", default=[60], help="students per phase (default 60)")
+    p.add_argument("--students", type=int, nargs="*", default=[60],
+                   help="students per phase (default 60; none: the Greedy phases only)")
     p.add_argument("--greedy", type=int, nargs="*", default=[1, 8],
                    help="also: server CPU per Greedy press with these many students pressing at once")
     p.add_argument("--profile", action="store_true",
                    help="GRADIO_PROFILING=1 for the Greedy phase: Gradio's own phases per event")
+    p.add_argument("--py-spy", type=Path, default=None, metavar="PREFIX",
+                   help="record the server with py-spy (--gil) during each Greedy phase into PREFIX-<n>.txt "
+                        "and print the busiest functions (the CPU figures of that phase include py-spy's "
+                        "pauses: take them from a run without it)")
+    p.add_argument("--react", type=int, default=None, help="ReAct students per phase (default: a third, at most 10)")
+    p.add_argument("--spec", type=int, default=None,
+                   help="Speculative students per phase (default: a tenth, at most 2)")
+    p.add_argument("--presses", type=int, default=24, help="Greedy presses per student in the Greedy phases")
+    p.add_argument("--no-prefill", action="store_true", help="skip the during-a-long-prefill phase")
     args = p.parse_args(argv)
     header("A lecture hall on one server (bench/bench_class.py)")
     if args.greedy:
@@ -371,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             page = Page("127.0.0.1", port)
             rows = []
             for n in args.greedy:
-                r = greedy_cpu(page, proc.pid, n)
+                spy = Path(f"{args.py_spy}-{n}.txt") if args.py_spy else None
+                r = greedy_cpu(page, proc.pid, n, args.presses, spy)
                 rows.append([n, r["tokens"], ms(r["cpu_per_token"]), ms(r["median"]), f"{r['wall']:.1f} s",
                              len(r["errors"])])
                 for e in r["errors"][:3]:
@@ -380,15 +448,16 @@ def main(argv: list[str] | None = None) -> int:
                         ["students", "tokens added", "server CPU / token", "median latency", "wall", "errors"], rows)
             if args.profile:
                 profile(page)
-            r = during_prefill(page)
-            print_table("Cheap requests while another session's ~2,000-token prompt is prefilled",
-                        ["request", "n", "median", "max"],
-                        [[name, len(r[key]), ms(median(r[key])), ms(max(r[key]))]
-                         for name, key in (("Greedy (a decode row)", "greedy"), ("Run prompt, short (a prefill row)",
-                                                                                 "short"),
-                                           ("Run prompt, long", "long")) if r[key]])
-            for e in r["errors"][:3]:
-                print("  ", e)
+            if not args.no_prefill:
+                r = during_prefill(page)
+                print_table("Cheap requests while another session's ~2,000-token prompt is prefilled",
+                            ["request", "n", "median", "max"],
+                            [[name, len(r[key]), ms(median(r[key])), ms(max(r[key]))]
+                             for name, key in (("Greedy (a decode row)", "greedy"),
+                                               ("Run prompt, short (a prefill row)", "short"),
+                                               ("Run prompt, long", "long")) if r[key]])
+                for e in r["errors"][:3]:
+                    print("  ", e)
         finally:
             stop_app(proc)
     for n in args.students:
@@ -399,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             page = Page("127.0.0.1", port)
             call(page, uuid.uuid4().hex[:11], "run_prompt", **{"Prompt": "Warm-up: the capital of France is",
                                                                "Send the prompt as": "Raw text"})
-            report(phase(page, proc.pid, n))
+            report(phase(page, proc.pid, n, args.react, args.spec))
         finally:
             stop_app(proc)
             tracebacks = log.read_text(errors="replace").count("Traceback")

@@ -39,7 +39,9 @@ def test_a_short_prompt_is_not_held_behind_another_sessions_long_prefill():
         time.sleep(0.001)
     before = len(engine.passes)
     assert batcher.submit("student", tuple(range(20))) == "logits of 20"
-    waited = len(engine.passes) - before
+    # the passes up to the one that ran the student's prompt (counted at return, a loaded machine's
+    # late wake-up would also count the long prompt's next pass, which does not hold the student)
+    waited = next(i for i, p in enumerate(engine.passes) if any(length == 20 for length, _ in p)) + 1 - before
     long.join(timeout=30)
     assert waited <= 2, engine.passes
     shared = [p for p in engine.passes if len(p) == 2]
@@ -53,3 +55,49 @@ def test_a_lone_prompt_still_gets_the_whole_prefill_chunk():
     batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0)
     assert batcher.submit("alone", tuple(range(300))) == "logits of 300"
     assert [p[0][1] for p in engine.passes] == [128, 128, 44]
+
+
+class SpeculativeEngine(CountingEngine):
+    """Records each pass's kind too: ("draft", L) for early-exit rows, "full" otherwise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: list = []
+
+    def _forward_rows(self, rows):
+        layers = {r.layers for r, _ in rows}
+        assert len(layers) == 1, "one pass mixes draft depths or draft and full rows"
+        (L,) = layers
+        self.kinds.append("full" if L is None else ("draft", L))
+        super()._forward_rows(rows)
+
+
+def test_speculative_rows_share_the_step_in_passes_of_their_own_kind():
+    """Issue 25: the Speculative tab's drafts of one L share one early-exit pass, a verify (tail > 1)
+    runs as a prefill row, and a draft of another L waits for the next step (never mixed)."""
+    engine = SpeculativeEngine()
+    batcher = Batcher(engine, gather_s=0.0)
+    batcher._start_worker = lambda: None  # queue everything first, then run one step by hand
+    requests = [("s1", 5, 1, 24), ("s2", 7, 1, 24), ("s3", 9, 1, 16), ("s4", 6, 5, None), ("s5", 3, 1, None)]
+    threads = [threading.Thread(target=batcher.submit, args=(s, tuple(range(n))),
+                                kwargs={"tail": tail, "layers": layers}) for s, n, tail, layers in requests]
+    for t in threads:
+        t.start()
+    while batcher.waiting < len(requests):
+        time.sleep(0.001)
+    decode, prefill, draft = batcher._next_step()
+    assert [r.session for r, _ in draft] == ["s1", "s2"]  # L = 24 together; s3's L = 16 waits
+    assert [(r.session, n) for r, n in draft] == [("s1", 5), ("s2", 7)]  # a draft row runs whole
+    assert {r.session for r, _ in prefill} == {"s4", "s5"} and not decode
+    assert next(r for r, _ in prefill if r.session == "s4").tail == 5
+    for rows in (decode, prefill, draft):
+        if rows:
+            batcher._forward(rows)
+    batcher._finish(decode + prefill + draft)
+    assert batcher.stats.max_draft_rows == 2 and batcher.stats.tail_rows == 1
+    del batcher._start_worker  # the rest (s3) through the worker
+    batcher._start_worker()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
+    assert ("draft", 16) in engine.kinds and batcher.waiting == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from agent.sampling import (
     STAGES,
     SamplingConfig,
     draw,
+    greedy,
     new_u,
     parse_numbers,
     sample_many,
@@ -520,3 +522,28 @@ def test_matches_transformers_logits_warpers_on_random_logits():
             kept, expected = transformers_warp(logits, config, mask)
             np.testing.assert_array_equal(t.removed_by == 0, kept, err_msg=str(config))
             np.testing.assert_allclose(t.probs, expected, atol=1e-6, err_msg=str(config))
+
+
+def test_greedy_is_traces_temperature_zero_token_and_probability():
+    """The Greedy press's shortcut (issue 25) gives what the whole trace gives at T = 0: ties to the
+    lower id (-0.0 ties with 0.0), masks, -inf logits, and the same errors."""
+    rng = np.random.default_rng(25)
+    zero = SamplingConfig(temperature=0)
+    cases = [np.array([0.0, -0.0, 0.0], dtype=np.float32), np.array([-0.0, 0.0], dtype=np.float32),
+             np.array([1.0, 3.0, 3.0, -np.inf], dtype=np.float32)]
+    for _ in range(200):
+        z = rng.normal(size=int(rng.integers(1, 60))).astype(np.float32).round(1)  # rounding makes ties
+        z[rng.random(z.size) < 0.1] = -np.inf
+        if np.isfinite(z).any():
+            cases.append(z)
+    for z in cases:
+        masks = [None] + [m for m in (rng.random(z.size) < 0.5 for _ in range(3)) if (m & np.isfinite(z)).any()]
+        for mask in masks:
+            t = trace(z, zero, mask=mask)
+            assert greedy(z, mask) == (t.token, t.token_prob), (z, mask)
+    for bad, mask in ((np.array([np.nan, 1.0]), None), (np.array([-np.inf, -np.inf]), None),
+                      (np.array([1.0, 2.0]), np.array([False, False])), (np.array([1.0, 2.0]), np.array([1, 0]))):
+        with pytest.raises(ValueError) as expected:
+            trace(bad, zero, mask=mask)
+        with pytest.raises(ValueError, match=re.escape(str(expected.value))):
+            greedy(bad, mask)

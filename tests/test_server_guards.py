@@ -152,3 +152,51 @@ def test_an_upload_with_too_many_code_calls_is_refused():
     run["replies"].insert(0, run["replies"][0])
     with pytest.raises(recording.RunTooLarge, match="run_python calls; the limit is 8"):
         recording.run_from_dict(run)
+
+
+def test_a_left_out_output_is_skipped_without_rebuilding_its_component(monkeypatch):
+    """Issue 25: app.lean_skips answers a partial {component: value} exactly as Gradio does (the left-out
+    outputs as {"__type__": "update"}, the State kept) without constructing a component per left-out
+    output; full answers and single outputs take Gradio's own path."""
+    import gradio as gr
+    from gradio.state_holder import SessionState
+
+    with gr.Blocks() as demo:
+        state = gr.State(0)
+        views = [gr.HTML(f"<p>view {i}</p>") for i in range(5)]
+        button = gr.Button()
+        button.click(lambda: None, None, [state, *views])
+    fn = next(iter(demo.fns.values()))
+    answers = [{state: 7, views[0]: "<b>new</b>", views[3]: "<i>also</i>"}, {views[1]: "<b>one</b>"},
+               {state: 8, **{v: f"<u>{i}</u>" for i, v in enumerate(views)}}]
+    expected = [asyncio.run(demo.postprocess_data(fn, dict(a), SessionState(demo))) for a in answers]
+    app.lean_skips(demo)
+    built = []
+    original_init = gr.HTML.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(kwargs)
+        original_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(gr.HTML, "__init__", counting_init)
+    for answer, want in zip(answers, expected, strict=True):
+        session = SessionState(demo)
+        got = asyncio.run(demo.postprocess_data(fn, dict(answer), session))
+        for c, mine, gradios in zip([state, *views], got, want, strict=True):
+            if c in answer or c is state:
+                assert mine == gradios
+            else:  # Gradio's own skip of an HTML also carries props {"__type__": "update"}: no value either way
+                assert mine == {"__type__": "update"} and gradios["__type__"] == "update" and "value" not in gradios
+        if state in answer:
+            assert session[state._id] == answer[state]
+    assert got[1:] == [f"<u>{i}</u>" for i in range(5)]
+    assert built == [], f"{len(built)} components rebuilt for left-out outputs"
+
+
+def test_the_queue_never_rebuilds_its_analytics_summary(app_demo):
+    """Issue 25: Gradio's per-event pandas summary of past events (2–6 ms of CPU per event) is off."""
+    queue = app_demo[0]._queue
+    assert queue.ANAYLTICS_CACHE_FREQUENCY >= 2**62 and queue.ANALYTICS_MAX_EVENTS <= 100
+    before = queue.cached_event_analytics_summary
+    queue.events_recorded += 1000
+    assert queue.compute_analytics_summary([{"function": "x", "status": "success", "process_time": 1.0}]) is before

@@ -16,7 +16,12 @@ and one worker thread runs the waiting requests of all sessions together, one st
   step and ``MAX_STEP_TOKENS`` padded tokens of KV in one pass; past them a request waits for
   the next step (it never fails). A session may have ``SESSION_REQUESTS`` requests here at once;
   one more gets ``Busy`` with a message for the page;
-- **stop**: a request whose ``cancel()`` turns true leaves before the next step with ``Cancelled``.
+- **stop**: a request whose ``cancel()`` turns true leaves before the next step with ``Cancelled``;
+- **speculative decoding** (agent/llm/speculative.py) goes through the same steps: a verify request
+  (``tail`` = γ + 1) is a prefill row that wants the logits of its last ``tail`` positions, and an
+  early-exit draft request (``layers`` = L) runs only the first L layers: draft rows of one L share
+  a third pass of the step. So two students' speculative runs share passes with each other and
+  with everyone's decode, instead of each pass running alone.
 
 This module is pure Python (no torch): the forward pass and the KV cache are
 ``LanguageModel._prepare`` / ``_forward_rows`` in agent/llm/model.py, the "engine" below. It does not
@@ -84,11 +89,14 @@ class Request:
     session: object
     ids: tuple[int, ...]
     cancel: Callable[[], bool] | None = None
+    tail: int = 1  # logits wanted for the last `tail` positions (> 1: speculative decoding's verify)
+    layers: int | None = None  # an early-exit draft: the first `layers` layers only, nothing stored
     order: int = field(default_factory=lambda: next(_order))  # arrival: the oldest runs first
     prepared: bool = False  # the engine has looked up the cached prefix
     pos: int = 0  # leading ids whose KV is cached (set by the engine, grows with each chunk)
     base: object = None  # the engine's cache entry for ids[:pos]
-    logits: object = None  # set when done
+    logits: object = None  # set when done: (V,), or (tail, V) when tail > 1
+    tail_logits: list = field(default_factory=list)  # the engine's rows of a tail request, as they come
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -110,6 +118,9 @@ class Stats:
     steps: int = 0  # forward passes
     rows: int = 0  # sequences over all passes
     max_rows: int = 0
+    tail_rows: int = 0  # verify rows (speculative decoding) over all passes
+    draft_rows: int = 0  # early-exit draft rows over all passes
+    max_draft_rows: int = 0
     cancelled: int = 0
     busy: int = 0
 
@@ -130,10 +141,12 @@ class Batcher:
         self._expected = 1  # rows of the last decode step: how many are likely to come back
         self._worker: threading.Thread | None = None
 
-    def submit(self, session, ids: tuple[int, ...], cancel: Callable[[], bool] | None = None):
-        """The logits after ``ids`` for ``session``, computed in a batched step. Raises Busy,
-        Cancelled, or what the engine raised for this request."""
-        req = Request(session, tuple(ids), cancel)
+    def submit(self, session, ids: tuple[int, ...], cancel: Callable[[], bool] | None = None,
+               tail: int = 1, layers: int | None = None):
+        """The logits after ``ids`` for ``session``, computed in a batched step: (V,), or (tail, V)
+        for the last ``tail`` positions; ``layers``: an early-exit draft's first L layers. Raises
+        Busy, Cancelled, or what the engine raised for this request."""
+        req = Request(session, tuple(ids), cancel, tail=int(tail), layers=layers)
         with self._cv:
             if self._per_session.get(session, 0) >= SESSION_REQUESTS and session not in self.unlimited:
                 self.stats.busy += 1
@@ -170,18 +183,18 @@ class Batcher:
 
     def _run(self) -> None:
         while True:
-            decode, prefill = [], []
+            decode, prefill, draft = [], [], []
             try:
-                decode, prefill = self._next_step()
-                for rows in (decode, prefill):
+                decode, prefill, draft = self._next_step()
+                for rows in (decode, prefill, draft):
                     if rows:
                         self._forward(rows)
             except Exception as e:  # noqa: BLE001 — the worker must outlive any one step's failure
-                for r, _ in decode + prefill:
+                for r, _ in decode + prefill + draft:
                     r.error = r.error or e
-            self._finish(decode + prefill)
+            self._finish(decode + prefill + draft)
 
-    def _next_step(self) -> tuple[list, list]:
+    def _next_step(self) -> tuple[list, list, list]:
         """Wait for requests, gather briefly, drop stopped ones, answer cache hits, pick rows."""
         with self._cv:
             while not self._queue:
@@ -212,16 +225,23 @@ class Batcher:
             return False
         return True
 
-    def _pick(self, live: list[Request]) -> tuple[list, list]:
+    def _pick(self, live: list[Request]) -> tuple[list, list, list]:
         """Oldest first, one request per session: decode rows within MAX_BATCH/MAX_STEP_TOKENS,
         prefill rows (chunked) sharing PREFILL_CHUNK padded new tokens: with k prompts waiting, each
         advances by at most PREFILL_CHUNK // k tokens, so a short prompt that arrives during a long
-        one's prefill is done in a step or two instead of waiting for the whole long prompt."""
-        decode, prompts, seen = [], [], set()
+        one's prefill is done in a step or two instead of waiting for the whole long prompt. A
+        verify (tail > 1) is a prefill row; early-exit drafts of the oldest draft's L form a third
+        pass, each row whole (a draft stores no KV, so it cannot be chunked)."""
+        decode, prompts, draft, seen = [], [], [], set()
         for r in live:
             if r.session in seen:
                 continue
-            if r.remaining == 1 and self._fits(decode, r, 1, self.max_batch, self.max_step_tokens):
+            if r.layers is not None:
+                if (not draft or r.layers == draft[0][0].layers) and self._fits(
+                        draft, r, r.remaining, self.max_batch, self.max_step_tokens):
+                    draft.append((r, r.remaining))
+                    seen.add(r.session)
+            elif r.remaining == 1 and self._fits(decode, r, 1, self.max_batch, self.max_step_tokens):
                 decode.append((r, 1))
                 seen.add(r.session)
             elif r.remaining > 1 and len(prompts) < self.max_batch:
@@ -234,10 +254,13 @@ class Batcher:
             if not prefill or self._fits(prefill, r, n, self.max_batch, self.max_step_tokens,
                                          new_budget=self.prefill_chunk):
                 prefill.append((r, n))
-        if not decode and not prefill and live:  # never idle: the oldest runs, alone if need be
+        if not decode and not prefill and not draft and live:  # never idle: the oldest runs, alone if need be
             r = live[0]
-            (decode if r.remaining == 1 else prefill).append((r, min(r.remaining, self.prefill_chunk)))
-        return decode, prefill
+            if r.layers is not None:
+                draft.append((r, r.remaining))
+            else:
+                (decode if r.remaining == 1 else prefill).append((r, min(r.remaining, self.prefill_chunk)))
+        return decode, prefill, draft
 
     @staticmethod
     def _fits(rows, r: Request, n: int, max_rows: int, max_tokens: int, new_budget: int | None = None) -> bool:
@@ -258,13 +281,18 @@ class Batcher:
         self.stats.steps += 1
         self.stats.rows += len(rows)
         self.stats.max_rows = max(self.stats.max_rows, len(rows))
+        self.stats.tail_rows += sum(r.tail > 1 for r, _ in rows)
+        drafts = sum(r.layers is not None for r, _ in rows)
+        self.stats.draft_rows += drafts
+        self.stats.max_draft_rows = max(self.stats.max_draft_rows, drafts)
 
     def _finish(self, rows: list) -> None:
         done = [r for r, _ in rows if r.error is not None or r.logits is not None]
         with self._cv:
             for r in done:
                 self._queue.remove(r)
-            self._expected = max(1, sum(1 for r, n in rows if n == 1))
+            # rows likely back at once: decode rows, and speculative rows (the next draft or verify follows)
+            self._expected = max(1, sum(1 for r, n in rows if n == 1 or r.layers is not None or r.tail > 1))
         for r in done:
             r.done.set()
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -321,6 +322,7 @@ class _Prefix:
         self.row, self.start = 0, 0
 
 
+_private = itertools.count()  # private cache owners (plain_decode_seconds)
 PUBLIC = ("public",)  # the session key of prefixes every visitor may share (a tuple: no page sends one)
 ANONYMOUS = ("anonymous",)  # calls with no session and no resolver (a notebook, a test)
 BASE = "base"  # the weights as loaded; agent.llm.weights names the tuned ones
@@ -461,6 +463,7 @@ class LanguageModel:
         self._hot: _Block | None = None  # the block of the last pass: its rows may continue in place
         self._stops: dict[object, set] = {}  # session → cancel events of its running generations
         self.adapters = None  # agent.llm.weights.Adapters once load_adapters() found some
+        self._pieces: dict[int, str] = {}  # piece(): token id → its text decoded alone
         from agent.llm.batching import Batcher
 
         self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC))
@@ -519,6 +522,14 @@ class LanguageModel:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def piece(self, token_id: int) -> str:
+        """One token decoded on its own (a continuation view shows each token apart), remembered:
+        a view of n tokens is redrawn on every press, and a tokenizer call costs tens of µs."""
+        text = self._pieces.get(token_id)
+        if text is None:
+            text = self._pieces[token_id] = self.decode([token_id])
+        return text
 
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """The exact string the model continues for a list of {"role", "content"} messages."""
@@ -592,22 +603,58 @@ class LanguageModel:
     # --- the batcher's engine: called from its worker thread only ------------------------------
 
     def _prepare(self, req) -> np.ndarray | None:
-        """Find the request's cached prefix (req.base, req.pos); the logits if ids are cached."""
+        """Find the request's cached prefix (req.base, req.pos); the logits if ids are cached. A
+        verify (tail > 1) runs at least its last `tail` positions (an entry keeps only its last
+        logits: the same entry, read to fewer positions); a draft never takes the full model's
+        cached logits."""
         with self._store_lock:
-            hit = self._store.get(req.session, req.ids)
-            if hit is not None:
-                return hit.logits
+            if req.tail == 1 and req.layers is None:
+                hit = self._store.get(req.session, req.ids)
+                if hit is not None:
+                    return hit.logits
             req.base, req.pos = self._store.longest(req.session, req.ids)
+        req.pos = min(req.pos, len(req.ids) - req.tail)
+        if req.pos == 0:
+            req.base = None
         return None
 
     def _forward_rows(self, rows: list) -> None:
         """One batched forward pass: row (req, n) runs ids[pos:pos + n] on top of its cached pos
         tokens. Past KV left-padded, new tokens right-padded, an attention mask over both and
         explicit position ids, so each row computes what it would alone."""
+        if rows[0][0].layers is not None:  # the batcher keeps one L per pass
+            return self._draft_rows(rows, rows[0][0].layers)
         torch = self._torch
         rows = self._in_block_order(rows)
+        ids, mask, positions, P, L = self._padded(rows)
+        # The positions whose logits are read: each row's last; a verify's last `tail` in this chunk.
+        picks = [self._picked(r, n) for r, n in rows]
+        at_row = torch.tensor([i for i, js in enumerate(picks) for _ in js])
+        at_col = torch.tensor([j for js in picks for j in js])
+        with self._forward_lock, torch.inference_mode(), self._on_weights([weights_of(r.session) for r, _ in rows]):
+            cache = self._batch_cache([r for r, _ in rows], P)
+            out = self.model.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                   cache=cache, use_cache=True)
+            flat = self.model.lm_head(out.last_hidden_state[at_row, at_col]).float().numpy()
+        ends = np.cumsum([len(js) for js in picks])
+        logits = flat[ends - 1]  # each row's last position: its cache entry's logits
+        for (r, _), js, end in zip(rows, picks, ends, strict=True):
+            if r.tail > 1:
+                first = len(r.ids) - r.tail - r.pos  # chunk index of the first wanted position
+                r.tail_logits.extend(flat[end - len(js) + k] for k, j in enumerate(js) if j >= first)
+        layers = out.cache.layers
+        block = _Block([la.keys for la in layers], [la.values for la in layers], len(rows), P + L)
+        self._store_rows(rows, block, P, logits)
+        for r, _ in rows:
+            if r.tail > 1 and r.logits is not None:
+                r.logits = np.stack(r.tail_logits)
+
+    def _padded(self, rows: list):
+        """(input ids, attention mask, position ids, P, L) of rows: past KV left-padded to P
+        positions, new tokens right-padded to L."""
+        torch = self._torch
         past = [r.pos for r, _ in rows]
-        new = [list(r.ids[r.pos:r.pos + n]) for r, n in rows]
+        new = [r.ids[r.pos:r.pos + n] for r, n in rows]
         P, L, B = max(past), max(len(x) for x in new), len(rows)
         mask = torch.zeros(B, P + L, dtype=torch.long)
         ids = torch.zeros(B, L, dtype=torch.long)
@@ -615,15 +662,37 @@ class LanguageModel:
             mask[i, P - p:P + len(x)] = 1
             ids[i, :len(x)] = torch.tensor(x)
         positions = torch.tensor(past).unsqueeze(1) + torch.arange(L).unsqueeze(0)
+        return ids, mask, positions, P, L
+
+    @staticmethod
+    def _picked(r, n: int) -> list[int]:
+        """Chunk indices whose logits a row needs: its last; for a verify also its wanted ones."""
+        if r.tail == 1:
+            return [n - 1]
+        return list(range(max(0, len(r.ids) - r.tail - r.pos), n)) or [n - 1]
+
+    def _draft_rows(self, rows: list, layers: int) -> None:
+        """An early-exit draft pass: every row's uncached tokens through the first `layers` decoder
+        layers (on the rows' cached KV, which for those layers equals the full model's), the final
+        norm and the tied head at each row's last position. Stores nothing (an entry holds every layer)."""
+        from transformers.masking_utils import create_causal_mask
+
+        torch, inner = self._torch, self.model.model
+        ids, mask, positions, P, _ = self._padded(rows)
+        last = torch.tensor([n - 1 for _, n in rows])
         with self._forward_lock, torch.inference_mode(), self._on_weights([weights_of(r.session) for r, _ in rows]):
-            cache = self._batch_cache([r for r, _ in rows], P)
-            out = self.model.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                   cache=cache, use_cache=True)
-            last = out.last_hidden_state[torch.arange(B), torch.tensor([len(x) - 1 for x in new])]
-            logits = self.model.lm_head(last).float().numpy()
-        layers = out.cache.layers
-        block = _Block([la.keys for la in layers], [la.values for la in layers], B, P + L)
-        self._store_rows(rows, block, P, logits)
+            cache = self._batch_cache([r for r, _ in rows], P, layers, in_place=False)
+            h = inner.embed_tokens(ids)
+            causal = create_causal_mask(config=inner.config, inputs_embeds=h, attention_mask=mask, cache=cache,
+                                        position_ids=positions)
+            rope = inner.rotary_emb(h, position_ids=positions)
+            for layer in inner.layers[:layers]:
+                h = layer(h, attention_mask=causal, position_embeddings=rope, position_ids=positions, cache=cache,
+                          use_cache=True)
+            logits = self.model.lm_head(inner.norm(h[torch.arange(len(rows)), last])).float().numpy()
+        for i, (r, n) in enumerate(rows):
+            r.pos += n
+            r.logits = logits[i].copy()
 
     def _on_weights(self, weights: list[str]):
         """Row i of the next pass runs on weights[i] (nothing to do without adapters)."""
@@ -641,16 +710,18 @@ class LanguageModel:
             return sorted(rows, key=lambda rn: rn[0].base.row)
         return rows
 
-    def _batch_cache(self, reqs: list, P: int):
-        """A DynamicCache of the rows' cached KV, left-padded to P positions."""
+    def _batch_cache(self, reqs: list, P: int, layers: int | None = None, in_place: bool = True):
+        """A DynamicCache of the rows' cached KV, left-padded to P positions (the first `layers`
+        layers: an early-exit draft's). in_place: the last pass's block is used without a copy
+        when these rows are exactly its rows."""
         from transformers import DynamicCache
 
         if P == 0:
-            return DynamicCache()
-        torch, n_layers = self._torch, len(self.model.model.layers)
+            return DynamicCache(config=self.model.config) if layers is not None else DynamicCache()
+        torch, n_layers = self._torch, layers or len(self.model.model.layers)
         bases = [r.base for r in reqs]
-        if all(b is not None and b.block is self._hot and b.row == i and b.ends_block
-               and r.pos == len(b.ids) for i, (b, r) in enumerate(zip(bases, reqs, strict=True))) \
+        if in_place and all(b is not None and b.block is self._hot and b.row == i and b.ends_block
+                            and r.pos == len(b.ids) for i, (b, r) in enumerate(zip(bases, reqs, strict=True))) \
                 and self._hot.rows == len(reqs) and self._hot.length == P:
             pairs = list(zip(self._hot.keys, self._hot.values, strict=True))  # in place: no copy
         else:
@@ -700,8 +771,10 @@ class LanguageModel:
         return ANONYMOUS if session is None else session
 
     # --- speculative decoding (agent/llm/speculative.py): a one-pass verify, an early-exit draft -----
-    # Both run outside the batcher (one sequence, several positions or a part of the layers) but on
-    # the same session-keyed prefix cache, under the forward lock the batcher's passes hold too.
+    # Both are requests to the batcher (agent/llm/batching.py), on the same session-keyed prefix
+    # cache: a verify is a prefill row that keeps its last n positions' logits, a draft a row of
+    # the step's early-exit pass. Two students' runs share passes with each other and with every
+    # other session's decode, instead of each pass holding the model alone.
 
     @property
     def num_layers(self) -> int:
@@ -709,81 +782,52 @@ class LanguageModel:
 
     def tail_logits(self, token_ids: Sequence[int], n: int, session=None) -> np.ndarray:
         """(n, V) logits after each of the last n positions of token_ids, from ONE forward pass on
-        top of the session's longest cached prefix: speculative decoding's verification of n − 1
-        drafted tokens plus the bonus position. The whole sequence is cached afterwards; the next
-        round's prefix (prompt + accepted tokens) is a prefix of it, so rejected positions roll
-        back by reading fewer of its positions — nothing is copied or cropped."""
+        top of the session's longest cached prefix (one batched row): speculative decoding's
+        verification of n − 1 drafted tokens plus the bonus position. The whole sequence is cached
+        afterwards; the next round's prefix (prompt + accepted tokens) is a prefix of it, so
+        rejected positions roll back by reading fewer of its positions — nothing is copied or cropped."""
         ids, session = self._checked(token_ids), self._session(session)
-        if not 1 <= n <= len(ids):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= len(ids):
             raise ValueError(f"n must be between 1 and {len(ids)}, got {n}.")
-        torch = self._torch
-        with self._store_lock:
-            base, shared = self._store.longest(session, ids)
-        start = min(shared, len(ids) - n)  # every position whose logits are needed is run
-        with self._forward_lock, torch.inference_mode():
-            out = self.model.model(input_ids=torch.tensor([ids[start:]]), cache=self._cache_of(base, start),
-                                   use_cache=True)
-            logits = self.model.lm_head(out.last_hidden_state[0, -n:]).float().numpy()
-        layers = out.cache.layers
-        entry = _Prefix(ids, logits[-1].copy(), _Block([la.keys for la in layers], [la.values for la in layers],
-                                                       1, len(ids)))
-        with self._store_lock:
-            self._store.put(session, entry, base.ids if base is not None and start == len(base.ids) else None)
-        return logits
+        if n == 1:
+            return self.next_token_logits(ids, session=session)[None, :]
+        return self.batcher.submit(session, ids, tail=int(n))
 
     def early_exit_logits(self, token_ids: Sequence[int], layers: int, session=None) -> np.ndarray:
         """(V,) logits of the first `layers` decoder layers + the final norm + the tied head: a
         draft made of the model itself, with no training. Its keys and values for those layers
         equal the full model's, so it reads them from the session's prefix cache (and stores
-        nothing: an entry must hold every layer)."""
-        from transformers.masking_utils import create_causal_mask
-
+        nothing: an entry must hold every layer). One row of the batcher's early-exit pass."""
         ids, session = self._checked(token_ids), self._session(session)
-        if not 1 <= layers <= self.num_layers:
+        if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)) or not 1 <= layers <= self.num_layers:
             raise ValueError(f"layers must be between 1 and {self.num_layers}, got {layers}.")
-        torch, inner = self._torch, self.model.model
-        with self._store_lock:
-            base, n = self._store.longest(session, ids)
-        with self._forward_lock, torch.inference_mode():
-            cache = self._cache_of(base, n, layers)
-            h = inner.embed_tokens(torch.tensor([ids[n:]]))
-            pos = (torch.arange(h.shape[1]) + n).unsqueeze(0)
-            mask = create_causal_mask(config=inner.config, inputs_embeds=h, attention_mask=None, cache=cache,
-                                      position_ids=pos)
-            rope = inner.rotary_emb(h, position_ids=pos)
-            for layer in inner.layers[:layers]:
-                h = layer(h, attention_mask=mask, position_embeddings=rope, position_ids=pos, cache=cache,
-                          use_cache=True)
-            return self.model.lm_head(inner.norm(h[:, -1:]))[0, -1].float().numpy().copy()
+        return self.batcher.submit(session, ids, layers=int(layers))
 
     def plain_decode_seconds(self, prompt_ids: Sequence[int], continuation: Sequence[int], session=None) -> float:
-        """Seconds the model alone takes to decode `continuation` after `prompt_ids`: one forward
-        pass per token (the last prompt token, then each token but the last) on a private copy of
-        the cached prompt — the baseline of speculative decoding's measured speedup, whose first
-        verify pass also re-runs the last prompt token."""
+        """Seconds the model alone takes to decode `continuation` after `prompt_ids`: one decode
+        row per token (the last prompt token, then each token but the last), through the batcher
+        like the speculative rounds it is compared with, under a private cache owner that borrows
+        the session's cached prompt (so the speculative run's cached tokens are not reused) and is
+        dropped afterwards. The first verify pass also re-runs the last prompt token."""
         import time
 
-        ids, session, torch = self._checked(prompt_ids), self._session(session), self._torch
+        ids, session = self._checked(prompt_ids), self._session(session)
         self.next_token_logits(ids, session=session)  # the prompt, cached as the speculative run had it
+        owner = ("plain", session, next(_private))
         with self._store_lock:
             base, n = self._store.longest(session, ids)
-        cache = self._cache_of(base, n)
-        feed = [*ids[n:], *continuation][:max(1, len(ids) - n + len(continuation) - 1)]
-        start = time.perf_counter()
-        for token in feed:
-            with self._forward_lock, torch.inference_mode():
-                cache = self.model(input_ids=torch.tensor([[int(token)]]), cache=cache, use_cache=True,
-                                   logits_to_keep=1).cache
-        return time.perf_counter() - start
-
-    def _cache_of(self, base: _Prefix | None, n: int, layers: int | None = None):
-        """A DynamicCache over the first n cached positions of base (its first `layers` layers);
-        views, which the cache concatenates into new tensors, so base is never changed."""
-        from transformers import DynamicCache
-
-        if base is None or n == 0:
-            return DynamicCache(config=self.model.config) if layers is not None else None
-        return DynamicCache(ddp_cache_data=[base.kv(layer, n) for layer in range(layers or self.num_layers)])
+            if base is not None:  # a view of the prompt's first n positions, nothing copied; its
+                # logits are never read (every call below asks for more than these n tokens)
+                self._store.put(owner, _Prefix(ids[:n], None, base.block, base.row, base.start), None)
+        feed = [*ids, *continuation]
+        ends = range(len(ids), max(len(ids), len(feed) - 1) + 1)
+        try:
+            start = time.perf_counter()
+            for end in ends:
+                self.next_token_logits(feed[:end], session=owner)
+            return time.perf_counter() - start
+        finally:
+            self.forget(owner)
 
     def full_forward_logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """(V,) logits from one fresh forward pass, no cache: the reference the cache is tested against."""

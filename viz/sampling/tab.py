@@ -161,14 +161,17 @@ def _seed(value) -> int:
 # ---- what the server sends ----------------------------------------------------------------------
 
 def continuation_html(lm, c: cont.Continuation) -> str:
-    pieces = [lm.decode([i]) if i not in lm.special_ids else lm.token_strings[i] for i in c.ids]
+    pieces = [lm.piece(i) if i not in lm.special_ids else lm.token_strings[i] for i in c.ids]
     return charts.continuation_view(c.prompt_text, pieces, c.chosen_probs, finished=c.finished)
 
 
-def shown(lm, ui: Controls, c: cont.Continuation, note: str = "") -> dict:
-    """Every view of a new position: the state, the position for the page, the continuation."""
-    return {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: render.message(note, "info"),
-            ui.continuation: continuation_html(lm, c), ui.prompt_string: c.prompt_text}
+def shown(lm, ui: Controls, c: cont.Continuation, note: str = "", prompt: bool = True) -> dict:
+    """Every view of a new position: the state, the position for the page, the continuation, and
+    the exact prompt string unless ``prompt`` is False (a press on the same prompt: the page
+    already shows it, and a pasted prompt may be 100,000 characters)."""
+    out = {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: render.message(note, "info"),
+           ui.continuation: continuation_html(lm, c)}
+    return {**out, ui.prompt_string: c.prompt_text} if prompt else out
 
 
 def failed(ui: Controls, exc) -> dict:
@@ -206,16 +209,16 @@ def on_step(lm, ui, action, state, temperature, top_k, top_p, min_p):
         if action == "sample":
             t = sampling.trace(state.logits, settings, mask=state.mask, u=state.u)
             new = cont.append(lm, state, t.token, t.token_prob, consume_u=not t.greedy)
-        elif action == "greedy":
-            t = sampling.trace(state.logits, sampling.SamplingConfig(temperature=0), mask=state.mask)
-            new = cont.append(lm, state, t.token, t.token_prob, consume_u=False)
+        elif action == "greedy":  # trace's T = 0 token and probability, without the whole trace
+            token, prob = sampling.greedy(state.logits, state.mask)
+            new = cont.append(lm, state, token, prob, consume_u=False)
         elif action == "back":
             new = cont.back(lm, state)
         else:
             new = cont.reroll(state)
     except (cont.PromptError, ValueError) as exc:
         return failed(ui, exc)
-    return shown(lm, ui, new)
+    return shown(lm, ui, new, prompt=False)
 
 
 def on_pick(lm, ui, pick, state, temperature, top_k, top_p, min_p):
@@ -230,7 +233,7 @@ def on_pick(lm, ui, pick, state, temperature, top_k, top_p, min_p):
         new = cont.append(lm, state, token, float(t.probs[token]), consume_u=False)
     except (cont.PromptError, ValueError) as exc:
         return failed(ui, exc)
-    return shown(lm, ui, new)
+    return shown(lm, ui, new, prompt=False)
 
 
 def on_seed(lm, ui, seed, state):

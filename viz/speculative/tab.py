@@ -3,8 +3,8 @@ target scores them all in one forward pass, and the rejection rule accepts or re
 
 Read top to bottom: choices → the session value → handlers (module-level, named inputs, each
 returns {component: value}) → `build` (layout) → listeners. The math is agent.llm.speculative; the
-model calls are agent.llm.model (`tail_logits`, `early_exit_logits`, `plain_decode_seconds`); the
-views are viz.speculative.views.
+model calls are agent.llm.model (`tail_logits`, `early_exit_logits`, `plain_decode_seconds`, all
+rows of the batcher's shared passes); the views are viz.speculative.views.
 
 Adding a control: its bounds and default in agent/controls.py `SPECULATIVE`, one field in
 `Controls`, one argument in `Settings.read`, one line in `layout`.
@@ -201,7 +201,8 @@ def build(lm, draft_lm=None) -> None:
     tab = Tab(lm, draft_lm)
     c, v = layout(tab)
     outs = [v.state, v.text, v.rounds, v.stats, v.message]
-    # Its passes run beside the batcher (one sequence, several positions): two sessions at a time.
+    # Its drafts and verify passes are rows of the batcher's steps (shared with every session's
+    # decode); a run is long (rounds, then the plain baseline), so two sessions run at a time.
     model_event = dict(concurrency_id="speculative", concurrency_limit=2, show_progress="minimal")
     c.round_btn.click(partial(on_round, tab, v), [v.state, c.prompt, *c.settings()], outs,
                       api_name="spec_round", **model_event)
