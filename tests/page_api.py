@@ -7,6 +7,8 @@ position, and the ReAct tab's run controls as the values of its inputs.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import html
 
 from viz.react import run as react_run
@@ -17,6 +19,13 @@ SHOWN = tuple(n for n in POSITION_OUTPUTS if n != "state")  # the API leaves the
 OUTPUTS = {"/sample_n": ("hist", "msg"), "/asking": ("asking", "msg"),
            "/own_numbers": ("own_chart", "msg"), "/example": ("prompt", "mode", *SHOWN),
            "/sampling_link": ("link",)}
+
+
+def outside_any_loop(coroutine):
+    """asyncio.run in a thread of its own: the browser tests' Playwright (sync API) keeps an event
+    loop running in the main thread for the whole session, where asyncio.run refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def call(client, endpoint: str, *args) -> dict:

@@ -10,8 +10,6 @@ over what it returns, then the listeners chained after it (`.then`).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import inspect
 import logging
 from dataclasses import replace
@@ -22,16 +20,10 @@ from gradio.blocks import Block
 from gradio.state_holder import SessionState
 
 from agent.mcp.client import LAB_SERVER
+from tests.page_api import outside_any_loop
 from viz.react import run as react_run
 
 MAX_APPROVALS = 20
-
-
-def outside_any_loop(coroutine):
-    """asyncio.run in a thread of its own: the browser tests' Playwright (sync API) keeps an event
-    loop running in the main thread for the whole session, where asyncio.run refuses to start."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 class Page:

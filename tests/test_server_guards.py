@@ -20,6 +20,7 @@ import pytest
 import app
 from agent import enforcing, recording
 from agent.llm import batching
+from tests.page_api import outside_any_loop
 
 MODEL_API_NAMES = ("run_prompt", "example", "sample", "greedy", "back", "reroll", "pick", "seed", "constraint",
                    "apply_grammar", "sample_n", "on_next", "on_run", "on_approve", "on_deny")
@@ -169,7 +170,7 @@ def test_a_left_out_output_is_skipped_without_rebuilding_its_component(monkeypat
     fn = next(iter(demo.fns.values()))
     answers = [{state: 7, views[0]: "<b>new</b>", views[3]: "<i>also</i>"}, {views[1]: "<b>one</b>"},
                {state: 8, **{v: f"<u>{i}</u>" for i, v in enumerate(views)}}]
-    expected = [asyncio.run(demo.postprocess_data(fn, dict(a), SessionState(demo))) for a in answers]
+    expected = [outside_any_loop(demo.postprocess_data(fn, dict(a), SessionState(demo))) for a in answers]
     app.lean_skips(demo)
     built = []
     original_init = gr.HTML.__init__
@@ -181,7 +182,7 @@ def test_a_left_out_output_is_skipped_without_rebuilding_its_component(monkeypat
     monkeypatch.setattr(gr.HTML, "__init__", counting_init)
     for answer, want in zip(answers, expected, strict=True):
         session = SessionState(demo)
-        got = asyncio.run(demo.postprocess_data(fn, dict(answer), session))
+        got = outside_any_loop(demo.postprocess_data(fn, dict(answer), session))
         for c, mine, gradios in zip([state, *views], got, want, strict=True):
             if c in answer or c is state:
                 assert mine == gradios
