@@ -61,7 +61,8 @@ def _numbers(rng: random.Random) -> dict[str, object]:
 
 
 MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
-        "temp_math": tb.TEMP_MATH_MORE_Q + tb.TEMP_MATH_FIFTH_Q, "arithmetic": tb.ARITHMETIC_MORE_Q + tb.ARITHMETIC_FIFTH_Q,
+        "temp_math": tb.TEMP_MATH_MORE_Q + tb.TEMP_MATH_FIFTH_Q,
+        "arithmetic": tb.ARITHMETIC_MORE_Q + tb.ARITHMETIC_FIFTH_Q,
         "two_hop": tb.TWO_HOP_MORE_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
 
 
@@ -187,6 +188,9 @@ def expected(task: Task, record: dict) -> dict:
     elif task.kind == "compare":
         lead = record["answer"].split(" is ")[0] if task.facts["lead"] != "both" else None
         e["must_contain"] = [o.split(",")[0] for o in obs] + ([lead] if lead else [])
+        if lead:  # the judge also wants the right city named warmer / colder, not only mentioned
+            other = next(c for c in task.entities[:2] if c != lead)
+            e["lead"] = {"city": lead, "other": other, "word": task.facts["lead"]}
     elif task.kind in ("temp_math", "arithmetic"):
         e["must_contain"] = [obs[-1]]
     elif task.kind == "two_hop":

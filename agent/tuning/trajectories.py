@@ -205,13 +205,32 @@ def _holds(text: str, s: str) -> bool:
     return s.casefold() in text
 
 
+_SAME_AS = {"warmer": ("warmer", "hotter", "less cold"), "colder": ("colder", "cooler", "chillier", "less warm")}
+
+
+def _names_the_lead(text: str, lead: dict) -> bool:
+    """A comparison's answer names the right city: never "<other> is warmer", and either "<lead> is
+    warmer" or the lead city named first ("Berlin is warmer: … in Rome" is wrong when Rome is)."""
+    city, other = lead["city"].casefold(), lead["other"].casefold()
+    words = _SAME_AS[lead["word"]]
+    if any(f"{other} is {w}" in text for w in words):
+        return False
+    if any(f"{city} is {w}" in text for w in words):
+        return True
+    named = [(text.find(c), c) for c in (city, other) if c in text]
+    return bool(named) and min(named)[1] == city
+
+
 def judge_answer(expected: dict, answer: str | None) -> bool:
     """Whether the answer holds every required string (case-blind) and none of the forbidden ones;
-    an unknown entity's answer must also say honestly that it is not known."""
+    an unknown entity's answer must also say honestly that it is not known, and a comparison's
+    answer must name the right city as warmer or colder (`lead`)."""
     text = (answer or "").casefold()
     if not all(_holds(text, s) for s in expected.get("must_contain", ())):
         return False
     if any(_holds(text, s) for s in expected.get("must_not_contain", ())):
+        return False
+    if "lead" in expected and not _names_the_lead(text, expected["lead"]):
         return False
     return not expected.get("honest") or bool(_HONEST.search(text))
 
