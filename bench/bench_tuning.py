@@ -26,7 +26,9 @@ import argparse
 import datetime
 import json
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,7 +42,7 @@ from agent.llm.weights import ADAPTERS_DIR  # noqa: E402
 from agent.loop import State, StopReason, run  # noqa: E402
 from agent.messages import AssistantMessage, Origin, ResultKind, ToolResultMessage, UserMessage  # noqa: E402
 from agent.tools import TOOLS  # noqa: E402
-from agent.tuning.trajectories import DATA_DIR, SETTINGS, judge_run, read_jsonl, start  # noqa: E402
+from agent.tuning.trajectories import DATA_DIR, SETTINGS, judge_answer, judge_run, read_jsonl, start  # noqa: E402
 
 MAX_STEPS = 5
 REPLY_TOKENS = 128
@@ -97,22 +99,39 @@ def summarize(runs: list[dict]) -> dict:
             "not_advanced": sum(r["model_calls"] == 0 for r in runs)}
 
 
-def run_row(lm, key: str, questions: list[dict], log=print) -> list[dict]:
-    """Every question through the loop with one row's weights and exemplars, as the ReAct tab's
-    Local model runs it (LocalBackend with its weights; its own KV cache)."""
+def run_one(lm, key: str, question: dict, session: str) -> dict:
+    """One question through the loop with one row's weights and exemplars, as the ReAct tab's Local
+    model runs it (LocalBackend with its weights; the session's KV cache keeps the shared prefix)."""
     label, weights, few_shot = ROWS[key]
-    backend = LocalBackend(lm, name=label, session=f"bench-tuning-{key}", weights=weights)
-    out = []
-    for q in questions:
-        t = time.perf_counter()
-        final = run(start(q["question"], settings(few_shot)), backend, TOOLS)[-1]
-        m = {**measure(q, final), "row": key, "split": q["split"], "seconds": round(time.perf_counter() - t, 1)}
+    backend = LocalBackend(lm, name=label, session=session, weights=weights)
+    t = time.perf_counter()
+    final = run(start(question["question"], settings(few_shot)), backend, TOOLS)[-1]
+    return {**measure(question, final), "row": key, "split": question["split"],
+            "seconds": round(time.perf_counter() - t, 1)}
+
+
+def run_rows(lm, keys: list[str], questions: list[dict], parallel: int = 1, log=print) -> list[dict]:
+    """Every (row, question) run, `parallel` at a time: each worker thread is one student of the
+    class, with a session (a KV cache) of its own per row, so the runs share the batcher's forward
+    passes (agent/llm/batching.py) as the ReAct tab's students do. The results keep the jobs' order."""
+    jobs = [(key, q) for q in questions for key in keys]  # rows side by side: their passes are shared
+    sessions: set[str] = set()
+
+    def job(item: tuple[str, dict]) -> dict:
+        key, q = item
+        session = f"bench-tuning-{key}-{threading.get_ident()}"
+        sessions.add(session)
+        m = run_one(lm, key, q, session)
         if m["model_calls"] == 0:
-            log(f"  ! {q['id']}: the run made no model call ({final.stop_reason})")
-        log(f"  {label:38} {q['split']:8} {'✓' if m['success'] else '✗'} {q['question'][:60]!r} → "
+            log(f"  ! {q['id']}: the run made no model call ({m['stop_reason']})")
+        log(f"  {ROWS[key][0]:38} {q['split']:10} {'✓' if m['success'] else '✗'} {q['question'][:60]!r} → "
             f"{(m['answer'] or '')[:70]!r} [{', '.join(m['made_calls'])[:80]}] {m['seconds']} s")
-        out.append(m)
-    lm.forget(f"bench-tuning-{key}")
+        return m
+
+    with ThreadPoolExecutor(max(1, parallel)) as pool:
+        out = list(pool.map(job, jobs))
+    for session in sessions:
+        lm.forget(session)
     return out
 
 
@@ -170,20 +189,64 @@ def merged(old: dict, new: dict) -> dict:
     return {**new, "rows": rows, "runs": runs, "top5": {**old.get("top5", {}), **new["top5"]}}
 
 
+def rows_of(runs: list[dict], keys: list[str], splits: list[str]) -> list[dict]:
+    """The table's rows: one per (weights row, split), with its figures by task kind."""
+    rows = []
+    for key in keys:
+        for split in splits:
+            mine = [r for r in runs if r["row"] == key and r["split"] == split]
+            if not mine:
+                continue
+            groups = {g: summarize([r for r in mine if r["group"] == g]) for g in sorted({r["group"] for r in mine})}
+            known = summarize([r for r in mine if r["group"] not in NEW_COMPOSITIONS])
+            rows.append({"row": key, "label": ROWS[key][0], "weights": ROWS[key][1], "few_shot": ROWS[key][2],
+                         "split": split, **summarize(mine), "success_trained_kinds": known["success"],
+                         "by_group": groups})
+    return rows
+
+
+def rejudged(result: dict) -> dict:
+    """The stored runs judged again by the questions' current judges (their answers are kept
+    verbatim, so a stricter judge needs no new run): success = the answer passes AND the tools
+    were used, as measured; each row keeps its measured time."""
+    questions = {(q["split"], q["id"]): q for name in SPLITS if (DATA_DIR / f"{name}.jsonl").exists()
+                 for q in read_jsonl(DATA_DIR / f"{name}.jsonl")}
+    runs = []
+    for r in result["runs"]:
+        q = questions[(r["split"], r["id"])]
+        right = bool(r["answer_right"] and judge_answer(q["expected"], r["answer"]))
+        runs.append({**r, "answer_right": right, "success": right and r["tools_used"]})
+    measured = {(r["row"], r["split"]): r.get("measured", result["measured"]) for r in result["rows"]}
+    rows = rows_of(runs, list(ROWS), list(SPLITS))
+    for row in rows:
+        row["measured"] = measured[(row["row"], row["split"])]
+    return {**result, "rows": rows, "runs": runs}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--limit", type=int, default=None, help="N questions of each split, spread over its task kinds")
     p.add_argument("--rows", nargs="+", choices=tuple(ROWS), default=list(ROWS))
     p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS[:2]),
                    help="question sets (held-out-2: the second held-out set, written after the fourth data set)")
+    p.add_argument("--parallel", type=int, default=8,
+                   help="runs at a time, sharing the batcher's forward passes (1: one after the other)")
     p.add_argument("--merge", action="store_true",
                    help="keep the rows of --out that this run does not measure (each row says its n)")
     p.add_argument("--out", default=str(DATA_DIR / "comparison.json"))
+    p.add_argument("--rejudge", action="store_true",
+                   help="no new run: judge --out's stored answers again with the current judges, and rewrite it")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.rejudge:
+        result = rejudged(json.loads(Path(args.out).read_text(encoding="utf-8")))
+        Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        tables(result)
+        print(f"rejudged: {args.out}")
+        return 0
     from agent.llm.model import load_model
 
     header("In-context learning vs post-training (trajectory tuning), measured by the app's loop")
@@ -192,21 +255,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"No adapter in {ADAPTERS_DIR} (make tune): only the base rows run.")
     keys = [k for k in args.rows if ROWS[k][1] in lm.weights_choices]
     questions = [q for name in args.splits for q in spread(read_jsonl(DATA_DIR / f"{name}.jsonl"), args.limit)]
-    runs = [m for key in keys for m in run_row(lm, key, questions)]
-    rows = []
-    for key in keys:
-        for split in args.splits:
-            mine = [r for r in runs if r["row"] == key and r["split"] == split]
-            groups = {g: summarize([r for r in mine if r["group"] == g]) for g in sorted({r["group"] for r in mine})}
-            known = summarize([r for r in mine if r["group"] not in NEW_COMPOSITIONS])
-            rows.append({"row": key, "label": ROWS[key][0], "weights": ROWS[key][1], "few_shot": ROWS[key][2],
-                         "split": split, **summarize(mine), "success_trained_kinds": known["success"],
-                         "by_group": groups})
+    t0 = time.perf_counter()
+    runs = run_rows(lm, keys, questions, args.parallel)
+    print(f"{len(runs)} runs in {time.perf_counter() - t0:.0f} s, {args.parallel} at a time")
+    rows = rows_of(runs, keys, args.splits)
     weights = sorted({ROWS[k][1] for k in keys}, key=lambda w: [ROWS[k][1] for k in ROWS].index(w))
     result = {"measured": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
               "machine": machine_line(), "settings": {"mode": "react", "fmt": "native", "temperature": 0.0,
                                                       "constrained": False, "max_steps": MAX_STEPS,
-                                                      "max_new_tokens": REPLY_TOKENS, "limit": args.limit},
+                                                      "max_new_tokens": REPLY_TOKENS, "limit": args.limit,
+                                                      "parallel": args.parallel},
               "rows": rows, "song_et_al": SONG_ET_AL,
               "top5": {w: top5(lm, w) for w in weights}, "runs": runs}
     if args.merge and Path(args.out).exists():
