@@ -62,3 +62,14 @@ def test_the_tours_name_runs_and_examples_by_stable_names():
 
     assert all(s.settings["task"] in react_run.TASK_LABELS for s in tour.REACT_TOUR)
     assert all(s.settings["example"] in tab.EXAMPLE_NAMES for s in tour.SAMPLING_TOUR if "example" in s.settings)
+
+
+def test_a_react_link_away_from_the_first_state_says_what_it_leaves_out():
+    """Issue 23 item 9: on a model backend the link cannot carry the step, and the page says so."""
+    from viz.react import handlers, run
+
+    assert "step=3" in handlers.react_link("berlin-weather", run.SCRIPTED, "ReAct", 0.0, 1.0, 0, 6, 3)
+    assert "&step=" not in handlers.react_link("berlin-weather", "Local model", "ReAct", 0.0, 1.0, 0, 6, 3)
+    note = handlers.link_note("Local model", 3)
+    assert "opens the task at its first state, not at state 3" in note and "Local model" in note
+    assert handlers.link_note(run.SCRIPTED, 3) == "" and handlers.link_note("Local model", 0) == ""

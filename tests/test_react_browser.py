@@ -133,6 +133,20 @@ def test_the_slider_scrubs_through_the_recorded_states(page):
     assert lines(page) == "2,3,4,5"
 
 
+def test_a_typed_state_past_the_newest_shows_the_newest_without_an_error_badge(page):
+    """Issue 23 item 3: 2 typed into the slider's box while states 0–1 exist."""
+    open_tab(page)
+    press(page, "Next", 1, 1)
+    box = page.locator("#react-scrub input[type=number]")
+    box.fill("2")
+    box.press("Enter")
+    expect(page.locator("#react-message")).to_contain_text("State 2 is not recorded yet: states 0 … 1 are")
+    expect(page.locator("#react-scrub")).to_contain_text("Recorded state 1 of 1")
+    expect(page.locator("#react-scrub")).not_to_contain_text("Error")  # Gradio's badge, before the fix
+    assert page.get_by_text("is greater than maximum value").count() == 0
+    no_error(page)
+
+
 def prompt_tokens(page) -> int:
     return int(page.locator("#react-budget .rb").get_attribute("data-prompt-tokens"))
 

@@ -39,6 +39,19 @@ def test_a_bad_value_is_a_message_and_the_controls_stay(tab, lm):
     assert out[p.sess].states == first.states
 
 
+def test_a_state_past_the_newest_shows_the_newest_and_says_so(tab, lm):
+    """Issue 23 item 3: typing 2 while states 0–1 exist is no error badge: the newest state, a note."""
+    p, first = tab
+    s = next(h.on_next(p, lm, first, False))[p.sess]  # line 1 ran: states 0 and 1
+    assert len(s.states) == 2
+    out = h.on_scrub(p, lm, s, 2, False)
+    assert out[p.sess].index == 1 and "State 2 is not recorded yet: states 0 … 1 are" in out[p.msg]
+    assert h.on_scrub(p, lm, s, "0", False)[p.sess].index == 0
+    for bad in (-1, 2.5, "x", None, 10**6):
+        out = h.on_scrub(p, lm, s, bad, False)
+        assert "Recorded state must" in out[p.msg] and out[p.sess].index == s.index
+
+
 def test_exports_live_in_the_sessions_folder_and_go_with_it(tab, lm):
     p, first = tab
     s = first

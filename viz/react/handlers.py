@@ -21,6 +21,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from agent.controls import MAX_LINKED_STATE
 from agent.mcp.client import BUILT_IN, UNTRUSTED_SERVER
 from agent.parameters import number
 from agent.recording import record_run
@@ -200,11 +201,19 @@ def on_back(p, lm, s: Session, show_tokens) -> dict:
 
 
 def on_scrub(p, lm, s: Session, value, show_tokens) -> dict:
+    """The slider (or its number box) moved to state `value`. The listener skips Gradio's own check
+    of the slider's bounds, whose error badge a typed 2 of "states 0–1" raised: a state not
+    recorded yet shows the newest one, and says so."""
+    last = len(s.states) - 1
     try:
-        i = number(value, "Recorded state", 0, len(s.states) - 1 or 1, integer=True)
+        i = number(value, "Recorded state", 0, max(last, MAX_LINKED_STATE), integer=True)
     except ValueError as e:
         return failed(p, lm, s, show_tokens, str(e))
-    return views(p, lm, replace(s, index=min(i, len(s.states) - 1)), show_tokens)
+    if i > last:
+        return views(p, lm, replace(s, index=last), show_tokens,
+                     f"State {i} is not recorded yet: states 0 … {last} are. Showing state {last}; "
+                     "Next records the next one.")
+    return views(p, lm, replace(s, index=i), show_tokens)
 
 
 # --- a new run, a fork, a task, the tour ---------------------------------------------------------
@@ -335,6 +344,16 @@ def react_link(task, backend, mode, temperature, top_p, seed, max_steps, step=0)
               "max_steps": max_steps, "step": step if backend == run.SCRIPTED and step else None}
     link = deeplink.parse({k: str(v) for k, v in values.items() if v is not None}, LINK_CHOICES)
     return deeplink.query(link.values, LINK_CHOICES)
+
+
+def link_note(backend, step) -> str:
+    """What a link written away from the first state leaves out, said where the link is made: only
+    a scripted replay replays the same states; a model or a server would answer afresh."""
+    if backend == run.SCRIPTED or not isinstance(step, (int, float)) or step <= 0:
+        return ""
+    return message(f"This link opens the task at its first state, not at state {int(step)}: with {backend} "
+                   "the run would call the model again and may take another path. Only a scripted replay's "
+                   "link carries the step.")
 
 
 def restore(p, lm, first: Session, values: dict) -> dict:

@@ -264,8 +264,10 @@ def _wire_stepping(p: Parts, lm) -> None:
         partial(h.stopped, p, lm), shown, p.stepped, api_name="stopped", **quiet)
     ctx.wire(p, next_ev, run_ev)
     p.back_btn.click(partial(h.on_back, p, lm), shown, p.stepped, api_name="on_back", **quiet)
+    # preprocess=False: on_scrub checks the value itself (Gradio's bound check would answer a typed
+    # state past the newest with an error badge instead of showing the newest state).
     p.scrub.input(partial(h.on_scrub, p, lm), [p.sess, p.scrub, p.show_tokens], p.stepped,
-                  trigger_mode="always_last", api_name="on_scrub", **quiet)
+                  trigger_mode="always_last", api_name="on_scrub", preprocess=False, **quiet)
     p.show_tokens.change(partial(h.views, p, lm), shown, p.stepped, api_name="views", **quiet)
 
 
@@ -302,7 +304,8 @@ def _wire_files(p: Parts, lm) -> None:
     p.link_btn.click(h.react_link, [p.task, p.backend, p.mode, p.temperature, p.top_p, p.seed,
                                     p.max_steps, p.scrub], p.link_box, api_name="react_link").then(
         None, p.link_box, p.link_box,
-        js="(q) => q.startsWith('?') ? location.origin + location.pathname + q : q")
+        js="(q) => q.startsWith('?') ? location.origin + location.pathname + q : q").then(
+        h.link_note, [p.backend, p.scrub], p.msg, api_name=False)
 
 
 def build(lm):
