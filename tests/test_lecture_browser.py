@@ -31,6 +31,21 @@ def test_body_text_is_at_least_22px_in_lecture_mode_and_smaller_at_the_desk(page
     assert size() >= 22
 
 
+def test_desk_mode_shrinks_the_react_views_too(page):
+    """Issue 23 item 9: the ReAct views' own sizes (pseudo-code, messages, template, budget, stop
+    reason) follow the toggle, not only Gradio's text."""
+    page.get_by_role("tab", name="ReAct loop").click()
+    views = ("#react-pseudocode .rp", "#react-history .rh-wrap", "#react-template .rt", "#react-budget .rb")
+    for v in views:
+        page.locator(v).wait_for()
+    size = lambda v: float(page.locator(v).evaluate("(e) => getComputedStyle(e).fontSize").rstrip("px"))
+    lecture = {v: size(v) for v in views}
+    page.get_by_role("button", name="Desk mode").click()
+    assert all(size(v) < lecture[v] for v in views), {v: (lecture[v], size(v)) for v in views}
+    page.get_by_role("button", name="Lecture mode").click()
+    assert {v: size(v) for v in views} == lecture
+
+
 def test_dark_mode_switches_without_a_reload(page):
     page.get_by_role("button", name="Dark").click()
     assert "dark" in page.evaluate("() => document.body.className")

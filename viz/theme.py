@@ -12,14 +12,17 @@ THEME = gr.themes.Default(
 ).set(body_text_size="20px", block_label_text_size="18px", block_title_text_size="18px")
 
 CSS = """
-/* Lecture mode (the default): body text ≥ 22 px at 1920×1080. Desk mode: compact. */
+/* Lecture mode (the default): body text ≥ 22 px at 1920×1080. Desk mode: compact, the views too
+   (their own sizes are px × --rl-scale, so the toggle shrinks every part, not only Gradio's). */
 :root, .dark {
+  --rl-scale: 1;
   --body-text-size: 22px; --text-md: 22px; --text-lg: 24px; --text-sm: 19px; --text-xs: 17px;
   --block-label-text-size: 20px; --block-title-text-size: 20px; --block-info-text-size: 18px;
   --input-text-size: 22px; --button-large-text-size: 22px; --button-small-text-size: 18px;
   --section-header-text-size: 22px; --prose-text-size: 22px;
 }
 body.rl-desk {
+  --rl-scale: 0.75;
   --body-text-size: 15px; --text-md: 15px; --text-lg: 17px; --text-sm: 13px; --text-xs: 12px;
   --block-label-text-size: 14px; --block-title-text-size: 14px; --block-info-text-size: 13px;
   --input-text-size: 15px; --button-large-text-size: 16px; --button-small-text-size: 13px;
@@ -114,7 +117,7 @@ body { font-size: var(--body-text-size); }
 .cumcurve .axis { stroke: currentColor; stroke-width: 1; opacity: 0.6; }
 .cumcurve .curve { fill: none; stroke: #2563eb; stroke-width: 2.5; }
 .cumcurve .uline { stroke: #d97706; stroke-width: 2; stroke-dasharray: 6 4; }
-.cumcurve .ulabel, .cumcurve .tick { fill: currentColor; font-size: 14px; }
+.cumcurve .ulabel, .cumcurve .tick { fill: currentColor; font-size: calc(14px * var(--rl-scale)); }
 .cumcurve .umark { fill: #d97706; }
 .creadout { display: grid; gap: 0.25em; font-size: 0.95rem; }
 .creadout .ctitle { font-size: 1.05em; }
@@ -147,7 +150,7 @@ body { font-size: var(--body-text-size); }
 .hist .num { text-align: right; font-variant-numeric: tabular-nums; }
 /* ReAct tab */
 #react-message:not(:has(.msg)) { display: none; }
-.rp { font-size: 16px; }
+.rp { font-size: calc(16px * var(--rl-scale)); }
 .rp-title { font-weight: 700; font-family: ui-monospace, "DejaVu Sans Mono", monospace;
   border-bottom: 2px solid currentColor; padding-bottom: 0.1em; margin-bottom: 0.15em; }
 .rp-lines { list-style: none; margin: 0; padding: 0;
@@ -170,7 +173,7 @@ body { font-size: var(--body-text-size); }
 .rp-dot { width: 0.7em; height: 0.7em; border-radius: 50%; border: 2px solid #2563eb; }
 .rp-dot.on { background: #2563eb; }
 .rp-note { opacity: 0.8; font-style: italic; }
-.rs { padding: 0.3em 0.6em; border-radius: 6px; font-size: 18px;
+.rs { padding: 0.3em 0.6em; border-radius: 6px; font-size: calc(18px * var(--rl-scale));
   border: 2px solid rgba(127, 127, 127, 0.35); }
 .rs.done { border-color: #059669; background: rgba(5, 150, 105, 0.08); }
 .rs.done:not([data-stop="final answer"]):not([data-stop="finish"]) { border-color: #b91c1c;
@@ -186,7 +189,7 @@ body { font-size: var(--body-text-size); }
 [class*="cat-"] { background: var(--cat); fill: var(--cat); }
 .cat-reserved { background: repeating-linear-gradient(45deg, #fbbf24 0 6px, #fde68a 6px 12px); }
 .cat-free { background: rgba(127, 127, 127, 0.12); }
-.rb { font-size: 16px; }
+.rb { font-size: calc(16px * var(--rl-scale)); }
 #react-budget { margin-top: -14px; }
 .rb-head { margin-bottom: 0.2em; }
 .rb-tok { font-weight: 600; }
@@ -196,7 +199,7 @@ body { font-size: var(--body-text-size); }
 .rb-seg { display: block; height: 100%; min-width: 0; }
 .rb-limit { position: absolute; top: -2px; bottom: -2px; border-left: 3px solid #b91c1c; }
 .rb-sub { font-size: 0.85em; margin-top: 0.1em; }
-.rb-legend { display: flex; flex-wrap: wrap; gap: 0 0.9em; margin-top: 0.2em; font-size: 14px; }
+.rb-legend { display: flex; flex-wrap: wrap; gap: 0 0.9em; margin-top: 0.2em; font-size: calc(14px * var(--rl-scale)); }
 .rb-row { display: flex; gap: 0.3em; align-items: center; }
 .rb-swatch { width: 1em; height: 1em; border-radius: 3px; }
 .rb-n { font-variant-numeric: tabular-nums; font-weight: 600; }
@@ -206,7 +209,7 @@ body { font-size: var(--body-text-size); }
 .rp-compact { font-size: 0.85em; opacity: 0.85; border-left: 4px solid transparent; padding-left: 0.3em; }
 .rp-compact.current { opacity: 1; font-weight: 700; background: rgba(5, 150, 105, 0.18); border-left-color: #059669; }
 .rm-facts { font-size: 0.9em; }
-.rh-wrap { font-size: 17px; }
+.rh-wrap { font-size: calc(17px * var(--rl-scale)); }
 .rh-scroll { display: flex; flex-direction: column-reverse; max-height: 47vh; overflow-y: auto;
   padding-right: 4px; }
 .rh { display: grid; column-gap: 3px; row-gap: 6px; }
@@ -245,13 +248,13 @@ body { font-size: var(--body-text-size); }
 .rh-violations ul { margin: 0; padding-left: 1.2em; }
 .rh-flag { color: #b91c1c; font-weight: 700; }
 .rh-legend, .rt-legend { font-size: 0.75em; opacity: 0.8; margin-top: 0.3em; }
-.rt { font-size: 15px; }
-.rt-head { font-size: 17px; margin-bottom: 0.2em; }
+.rt { font-size: calc(15px * var(--rl-scale)); }
+.rt-head { font-size: calc(17px * var(--rl-scale)); margin-bottom: 0.2em; }
 .rt-note { color: #b45309; font-weight: 600; margin-bottom: 0.2em; }
 .rt-scroll { display: flex; flex-direction: column-reverse; max-height: 52vh; overflow-y: auto;
   border: 1px solid rgba(127, 127, 127, 0.4); border-radius: 6px; }
 .rt-text { font-family: ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap;
-  overflow-wrap: anywhere; margin: 0; padding: 0.4em; line-height: 1.45; font-size: 15px; }
+  overflow-wrap: anywhere; margin: 0; padding: 0.4em; line-height: 1.45; font-size: calc(15px * var(--rl-scale)); }
 .rt-text .c-system { background: rgba(100, 116, 139, 0.14); }
 .rt-text .c-tools { background: rgba(124, 58, 237, 0.12); }
 .rt-text .c-user { background: rgba(37, 99, 235, 0.16); }
@@ -269,14 +272,14 @@ body { font-size: var(--body-text-size); }
 @keyframes rt-blink { 50% { opacity: 0; } }
 .rt-text .tb { box-shadow: inset 2px 0 0 rgba(15, 23, 42, 0.7); }
 .rt-text .to { background-image: linear-gradient(rgba(15, 23, 42, 0.1), rgba(15, 23, 42, 0.1)); }
-.rg { font-size: 16px; display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr);
+.rg { font-size: calc(16px * var(--rl-scale)); display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr);
   gap: 0.3em 1em; }
 .rg.empty { display: block; opacity: 0.75; }
 .rg-svg { width: 100%; max-height: 230px; }
 .rg-bar { fill: #2563eb; }
 .rg-line { fill: none; stroke: #d97706; stroke-width: 3; }
 .rg-axis { stroke: currentColor; opacity: 0.6; }
-.rg-tick { fill: currentColor; font-size: 13px; text-anchor: middle; }
+.rg-tick { fill: currentColor; font-size: calc(13px * var(--rl-scale)); text-anchor: middle; }
 .rg-tick.end { text-anchor: end; }
 .rg-table { border-collapse: collapse; font-variant-numeric: tabular-nums; align-self: start; }
 .rg-table td, .rg-table th { padding: 1px 10px; text-align: right; }
@@ -293,7 +296,7 @@ body { font-size: var(--body-text-size); }
 /* Approve / Deny beside the pending call's text, buttons of a button's height. */
 #react-approval { align-items: center; }
 #react-approval > :first-child { flex: 1 1 auto !important; --prose-text-size: 17px; --body-text-size: 17px;
-  font-size: 17px; }
+  font-size: calc(17px * var(--rl-scale)); }
 #react-approval > button { flex: 0 0 8em !important; min-height: 0; height: auto; }
 /* A laptop or projector 1280–1500 px wide: the three ReAct views side by side (pseudo-code, history,
    template), narrower than their 1920 widths, so the template view starts on the first screen. */
