@@ -91,6 +91,36 @@ REACT_TOUR = (
          "after, the growth chart drops, and the run reaches its answer instead of “context window full”."),
 )
 
+# The Speculative tab's stops. "draft" names a draft by its stable name (viz.speculative.tab.DRAFTS).
+SPECULATIVE_TOUR = (
+    Stop("1 · Draft, then verify",
+         "A small model drafts several tokens, and the large model verifies them in one pass. The sampling "
+         "rules — temperature, top-k, top-p — change the distribution; speculative decoding changes only the "
+         "speed. [Speculative Decoding]",
+         {"draft": "early-exit", "layers": 24, "gamma": 4, "temperature": 0.0, "top_k": 0, "top_p": 1.0},
+         "Press Draft and verify: γ = 4 drafted tokens, one verify pass of the target; each round's row shows "
+         "which drafted tokens it accepted and the token the target added."),
+    Stop("2 · The distribution is unchanged",
+         "A modified rejection-sampling rule guarantees that the emitted tokens have exactly the distribution "
+         "of the large model (Leviathan et al., 2023; Chen et al., 2023). [Speculative Decoding]",
+         {"temperature": 1.0, "top_p": 0.9},
+         "T = 1, top-p 0.9: a drafted token x is kept with probability min(1, p(x) / q(x)); a rejected one is "
+         "replaced by a draw from norm(max(0, p − q)). Press Draft and verify a few times."),
+    Stop("3 · When drafting pays",
+         "Leviathan et al. (2023) measure the wall-clock time of generation against T5-XXL alone: it is 2.3 to "
+         "3.4 times shorter. In both the output distribution is unchanged. [Speculative Decoding]",
+         {"draft": "prompt-lookup", "temperature": 0.0, "top_p": 1.0},
+         "Prompt lookup drafts by copying the n-gram that followed the last words earlier in the prompt: "
+         "almost free, and right on repetitive text. Press Run and read the measured speedup."),
+    Stop("4 · A poor draft",
+         "Speculative decoding accelerates generation without changing the distribution that is sampled from. "
+         "[Speculative Decoding]",
+         {"draft": "early-exit", "layers": 8},
+         "The first 8 of the model's layers guess badly: most drafts are rejected, and each round still pays "
+         "for its drafts. Press Run: the speedup falls below 1 — drafting pays only when the draft is cheap "
+         "and usually right."),
+)
+
 
 def stop_markdown(tour: tuple[Stop, ...], i: int) -> str:
     """The panel text for stop i of a tour."""

@@ -20,6 +20,7 @@ import gradio as gr
 from agent.controls import SPECULATIVE
 from agent.llm import continuation, speculative
 from agent.sampling import SamplingConfig
+from viz import tour
 from viz.controls import number_box, slider
 from viz.render import message
 from viz.speculative import views
@@ -28,6 +29,7 @@ EARLY_EXIT = "Early exit (first L layers of the model)"
 PROMPT_LOOKUP = "Prompt lookup (n-grams copied from the context)"
 DEFAULT_PROMPT = ("Berlin is the capital of Germany. Paris is the capital of France. Rome is the capital of "
                   "Italy. Madrid is the capital of Spain. Berlin is the capital of")
+DRAFTS = {"early-exit": EARLY_EXIT, "prompt-lookup": PROMPT_LOOKUP}  # stable name → label (the tour)
 MAX_TOKENS = 256  # Draft and verify continues up to this many tokens
 SESSION_TTL_S = 1800  # a speculative session is forgotten 30 minutes after its last use
 
@@ -163,6 +165,32 @@ def on_run(tab: Tab, v: Views, prompt, tokens, *settings) -> dict:
         return {v.message: _message(str(e))}
 
 
+def on_tour(c: Controls, md: gr.Markdown, at: gr.State, delta: int, tour_at) -> dict:
+    """Previous / Next stop: the stop's lecture lines, and the controls every stop up to it set."""
+    i = max(0, min(len(tour.SPECULATIVE_TOUR) - 1, int(tour_at) + delta))
+    settings: dict = {}
+    for stop in tour.SPECULATIVE_TOUR[: i + 1]:
+        settings.update(stop.settings)
+    fields = {"draft": c.draft, "layers": c.layers, "gamma": c.gamma, "temperature": c.temperature,
+              "top_k": c.top_k, "top_p": c.top_p}
+    values = {fields[k]: DRAFTS[v] if k == "draft" else v for k, v in settings.items()}
+    return {md: tour.stop_markdown(tour.SPECULATIVE_TOUR, i), at: i, **values}
+
+
+def _tour(c: Controls) -> None:
+    """The guided tour, under the results (the tour sets the controls above it)."""
+    with gr.Accordion("Guided tour: draft → verify → an unchanged distribution → when drafting pays",
+                      open=False, elem_id="spec-tour-box"):
+        md = gr.Markdown("Press **Next stop** to begin.", elem_id="spec-tour")
+        with gr.Row():
+            prev = gr.Button("◀ Previous stop", size="sm")
+            nxt = gr.Button("Next stop ▶", size="sm", variant="primary")
+    at = gr.State(-1)
+    outs = [md, at, c.draft, c.layers, c.gamma, c.temperature, c.top_k, c.top_p]
+    nxt.click(partial(on_tour, c, md, at, 1), at, outs, api_name=False)
+    prev.click(partial(on_tour, c, md, at, -1), at, outs, api_name=False)
+
+
 def layout(tab: Tab) -> tuple[Controls, Views]:
     n_layers, default_layers = tab.lm.num_layers, min(SPECULATIVE["layers"].default, tab.lm.num_layers - 1)
     gr.HTML(views.intro(n_layers, default_layers), js_on_load=None, css_template=views.CSS)
@@ -209,3 +237,4 @@ def build(lm, draft_lm=None) -> None:
     c.run_btn.click(partial(on_run, tab, v), [c.prompt, c.tokens, *c.settings()], outs,
                     api_name="spec_run", **model_event)
     c.reset_btn.click(partial(render, tab, v, None, None), None, outs, api_name="spec_reset")
+    _tour(c)
