@@ -14,6 +14,10 @@ order while viz/js/sampling_view.js draws the chart, the readout, the curve and 
 readout. Temperature, Top-k, Top-p, Min-p, Bars shown and Axis have no server listener: a slider
 move sends no request. The server still runs agent.sampling for its own draws (Sample, a clicked
 token's probability, Sample ×N, asking vs enforcing).
+
+On an inference engine (app.py --engine) `lm` is an agent.llm.engine.EngineModel: the positions
+hold the K tokens the server sent, `chart_value` adds its note, and Asking vs enforcing runs on
+the local model (`lm.local`).
 """
 
 from __future__ import annotations
