@@ -45,7 +45,6 @@ from agent.llm.server_info import window_from_models, window_from_props
 DEFAULT_TOP_K = 20  # vLLM's default max_logprobs
 MAX_TOP_K = 100
 REQUEST_S = 30.0  # one position: a prompt pass on a busy server
-ECHO_MAX_TOKENS = 512  # the echo fallback makes llama-cpp-python sort the vocabulary at every prompt token
 ASSUMED_WINDOW = 2048  # llama-cpp-python's default n_ctx, when the server does not say its own
 CACHE_POSITIONS = 4096  # (session, ids) → the K named logprobs: a Back press asks no server
 MAX_KEY_CHARS = 256
@@ -88,13 +87,13 @@ def engine_for(value: str, model: str = "", top_k: int = DEFAULT_TOP_K) -> Engin
 
 # --- the wire format -------------------------------------------------------------------------------
 
-def request_body(model: str, prompt: str | list[int], k: int, echo: bool = False) -> dict:
+def request_body(model: str, prompt: str | list[int], k: int) -> dict:
     """One position: max_tokens 1 at temperature 0 (the server's own token is discarded).
 
     >>> request_body("m", [1, 2], 5)["logprobs"], request_body("m", "hi", 5)["max_tokens"]
     (5, 1)
     """
-    body = {"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": int(k), "echo": echo,
+    body = {"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": int(k), "echo": False,
             "seed": 0, "stream": False, "return_tokens_as_token_ids": True}
     return {"model": model, **body} if model else body
 
@@ -175,7 +174,7 @@ def unique_names(names: Sequence[str]) -> dict[str, int | None]:
 
 def positions(reply: object) -> list[list[tuple[object, float]] | None]:
     """Every position's (key, logprob) pairs in a reply, None where the server left one out (an
-    echo's first token). llama-server and the chat form: a list of entries with `top_logprobs`
+    echoed prompt's first token). llama-server and the chat form: a list of entries with `top_logprobs`
     lists; the legacy form: a list of {key: logprob}.
 
     >>> positions({"choices": [{"logprobs": {"top_logprobs": [None, {"a": -0.1}]}}]})
@@ -209,7 +208,7 @@ class Position:
     named: dict  # token id → logprob, the K (or K + 1) tokens the server named
     unnamed: float  # probability under keys that name no single local token
     exact: bool  # the server read exactly the page's token ids
-    via: str  # "token ids", "text", "text, echo"
+    via: str  # "token ids", "text", "text, asked again"
 
 
 class EngineModel:
@@ -299,24 +298,24 @@ class EngineModel:
             exact = tuple(self.local.encode(prompt)) == ids
         pairs, via = top_of(self._post(request_body(self.served_model, prompt, self.engine.top_k))), self.prompt_as
         if pairs is None:
-            pairs, via = self._echo(ids, prompt), f"{via}, echo"
+            pairs, via = self._again_without_end(prompt), f"{via}, asked again"
         named, unnamed = names_to_ids(pairs, self.names, self.vocab_size)
         if sum(math.exp(v) for v in named.values()) + unnamed > 1.001:
             raise EngineError("the engine's top probabilities sum above 1: they are not log-probabilities")
         return Position(named, unnamed, exact, "token ids" if via == "ids" else via)
 
-    def _echo(self, ids: tuple[int, ...], prompt) -> list:
-        """The position again, from the echoed prompt's last entry: llama-cpp-python names no
-        position when its own greedy token ends the text (an end of turn), but its echo does."""
-        if self.prompt_as == "ids" or len(ids) > ECHO_MAX_TOKENS:
-            raise EngineError("the engine sent no distribution here (its own greedy token ended the text)"
-                              + (f"; the prompt is over {ECHO_MAX_TOKENS} tokens to ask again" if len(ids) > 1 else ""))
-        tops = positions(self._post(request_body(self.served_model, prompt, self.engine.top_k, echo=True)))
-        bos = getattr(self.local.tokenizer, "bos_token_id", None)
-        if len(tops) != len(ids) - ids.count(bos) or not tops or tops[-1] is None:
-            raise EngineError("the engine sent no distribution here (its own greedy token ended the text, "
-                              "and its echoed prompt does not line up with the page's tokens)")
-        return tops[-1]
+    def _again_without_end(self, prompt) -> list:
+        """The position asked again with the end tokens biased away from the server's own draw:
+        llama-cpp-python names no position when its greedy token ends the text (an end of turn).
+        Its logit_bias acts on its sampler only; the logprobs come from the raw logits."""
+        if self.prompt_as == "ids":
+            raise EngineError("the engine sent no distribution here (its own greedy token ended the text)")
+        body = {**request_body(self.served_model, prompt, self.engine.top_k),
+                "logit_bias": {str(i): -100.0 for i in sorted(self.local.eos_token_ids)}}
+        pairs = top_of(self._post(body))
+        if pairs is None:
+            raise EngineError("the engine sent no distribution here, even with its end tokens biased away")
+        return pairs
 
     def _post(self, body: dict, budget_s: float = REQUEST_S) -> object:
         target = remote.check_url(self.url, remote.ANY)  # the operator's server: any address
