@@ -192,3 +192,25 @@ def test_the_tabs_chart_value_carries_the_outside_bar_and_the_note(engine_lm):
     received = float(np.exp(c.logits[np.isfinite(c.logits)].astype(np.float64)).sum())
     assert view["k"] == 20 and view["outside"] == pytest.approx(1 - received)
     assert "sent its top 20 tokens" in view["note"] and "Approximate" in view["note"]
+
+
+def test_at_an_end_of_turn_the_engine_still_gives_the_position(engine_lm, lm):
+    """llama-cpp-python names no position when its own greedy token is <|im_end|>: the lab asks
+    again with the end tokens biased away from the server's draw, and the logprobs are unbiased —
+    the end token's mass (named "" by that server, so counted outside) is the local model's."""
+    c = cont.start(lm, "Say hello.", True, seed=0)
+    for _ in range(40):
+        token = int(np.argmax(c.logits))
+        if token in lm.eos_token_ids:
+            break
+        c = cont.append(lm, c, token, 1.0, consume_u=False)
+    assert token in lm.eos_token_ids, "the local model never ended its turn"
+    pos = engine_lm.position(c.all_ids)
+    assert pos.via == "text, asked again"
+    p_local = sampling.trace(c.logits, sampling.SamplingConfig()).probs_model
+    named = np.array(sorted(pos.named))
+    outside = 1 - np.exp(np.array([pos.named[i] for i in named])).sum()
+    assert token not in pos.named and outside >= p_local[token] - P_TOLERANCE  # the end token's mass, unbiased
+    assert outside == pytest.approx(1 - p_local[named].sum(), abs=P_TOLERANCE)
+    p_engine = np.exp(np.array([pos.named[i] for i in named]))
+    assert np.abs(p_engine - p_local[named]).max() <= P_TOLERANCE
