@@ -10,12 +10,14 @@ build fails; a bare pytest run without the build skips those tests and says why.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import math
 import os
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,6 +26,7 @@ from agent import sampling
 from agent.llm import continuation as cont
 from agent.llm import engine
 from tests.conftest import free_port
+from tests.test_remote import answer, stub  # noqa: F401 (stub: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PYTHON = Path(os.environ.get("REACT_LAB_ENGINE_PYTHON") or ROOT / ".venv-engine" / "bin" / "python")
@@ -84,6 +87,46 @@ def test_the_page_note_says_where_the_trace_over_k_is_approximate():
     assert "top 20 tokens, 97.3% of P" in text and "49,132" in text
     assert "Exact:" in text and "Approximate" in text and "top-p (a p above 97.3%" in text
     assert "reads as other tokens" in text
+
+
+def _fake_local(vocab_size: int = 10):
+    """The local model as the engine reads it: a tokenizer and its tables (no weights)."""
+    return SimpleNamespace(server_names=[f"t{i}" for i in range(vocab_size)], vocab_size=vocab_size,
+                           encode=lambda text: [1, 2], decode=lambda ids: "t1t2", context_window=4096,
+                           eos_token_ids=frozenset({0}), tokenizer=None, name="fake", header={})
+
+
+def test_a_server_that_takes_token_ids_gets_them_and_names_tokens_by_id(stub):  # noqa: F811
+    """A fake server, for what no server here is: vLLM (token ids as the prompt, its max_model_len,
+    keys "token_id:N" with return_tokens_as_token_ids)."""
+    reply = {"choices": [{"text": "x", "logprobs": {"top_logprobs": [{"token_id:3": math.log(0.7),
+                                                                       "token_id:1": math.log(0.2)}]}}]}
+    server, url = stub(answer(200, json.dumps({"data": [{"id": "smol", "max_model_len": 8192}]}).encode()),
+                       answer(404, b"{}"), answer(200, json.dumps(reply).encode()))
+    lm = engine.connect(_fake_local(), engine.Engine(url + "/v1", top_k=2))
+    assert (lm.prompt_as, lm.served_model, lm.context_window, lm.window_from) == (
+        "ids", "smol", 4096, "/v1/models max_model_len")
+    z = lm.next_token_logits([1, 2, 3])
+    body = server.requests[-1][2]
+    assert body["prompt"] == [1, 2, 3] and body["max_tokens"] == 1 and body["temperature"] == 0
+    assert body["logprobs"] == 2 and body["return_tokens_as_token_ids"] is True
+    assert np.isfinite(z).sum() == 2 and z[3] == pytest.approx(math.log(0.7))
+    view = lm.engine_view([1, 2, 3], z)
+    assert view["k"] == 2 and view["outside"] == pytest.approx(0.1)
+
+
+def test_positions_are_remembered_per_session_and_a_visitor_names_no_server(stub):  # noqa: F811
+    reply = {"choices": [{"logprobs": {"top_logprobs": [{"token_id:3": -0.1}]}}]}
+    server, url = stub(answer(200, b"{}"), answer(404, b"{}"), answer(200, json.dumps(reply).encode()))
+    lm = engine.connect(_fake_local(), engine.Engine(url, top_k=1))
+    before = len(server.requests)
+    lm.next_token_logits([4, 5], session="a")
+    lm.next_token_logits([4, 5], session="a")
+    assert len(server.requests) == before + 1  # the same session's Back asks no server
+    lm.next_token_logits([4, 5], session="b")
+    assert len(server.requests) == before + 2  # another session's timing tells nothing
+    with pytest.raises(ValueError, match="Local weights"):
+        lm.next_token_logits([4, 5], weights="tuned")
 
 
 # --- a real llama.cpp server ---------------------------------------------------------------------
