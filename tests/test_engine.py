@@ -115,7 +115,7 @@ def test_a_server_that_takes_token_ids_gets_them_and_names_tokens_by_id(stub):  
     assert view["k"] == 2 and view["outside"] == pytest.approx(0.1)
 
 
-def test_positions_are_remembered_per_session_and_a_visitor_names_no_server(stub):  # noqa: F811
+def test_positions_are_remembered_per_session_and_the_weights_are_the_servers(stub):  # noqa: F811
     reply = {"choices": [{"logprobs": {"top_logprobs": [{"token_id:3": -0.1}]}}]}
     server, url = stub(answer(200, b"{}"), answer(404, b"{}"), answer(200, json.dumps(reply).encode()))
     lm = engine.connect(_fake_local(), engine.Engine(url, top_k=1))
