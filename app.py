@@ -458,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: --engine: {exc}", file=sys.stderr)
         return 2
+    if sampling_lm is not None:
+        tokenizer_info(sampling_lm)  # the engine's Sampling tab keys its grammars by its own model object
     demo = build_demo(lm, draft_lm, sampling_lm)
     configure_queue(demo)
     demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs(args.host))

@@ -248,8 +248,8 @@ class EngineModel:
 
     @property
     def header(self) -> dict[str, str]:
-        e = self.engine
-        return {**self.local.header, "Sampling tab": f"top {e.top_k} of engine {e.label} ({self.served_model})",
+        e, served = self.engine, self.served_model.rsplit("/", 1)[-1]
+        return {**self.local.header, "Sampling tab": f"top {e.top_k} of engine {e.label} ({served})",
                 "engine window": f"{self.context_window:,} ({self.window_from})",
                 "Speculative decoding and ReAct tabs": "the local model"}
 
