@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from agent import sampling
+from agent.backends import BackendError
 from agent.llm import continuation as cont
 from agent.llm import engine
 from tests.conftest import free_port
@@ -78,7 +79,7 @@ def test_k_and_the_url_are_the_operators_and_bounded():
     for k in (0, engine.MAX_TOP_K + 1, 2.5, True):
         with pytest.raises(engine.EngineError, match="--engine-top-k"):
             engine.Engine("http://127.0.0.1:8080", top_k=k)
-    with pytest.raises(engine.EngineError):
+    with pytest.raises(BackendError, match="only http"):
         engine.engine_for("file:///etc/passwd")
 
 
