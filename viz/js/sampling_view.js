@@ -7,11 +7,13 @@
 // viz/js/sampling.js; this file formats and lays out, and never computes a probability itself.
 //
 // The server sends a position once (viz/position.py); the sliders (Temperature, Top-k, Top-p,
-// Min-p, Bars shown, Axis) are read from the page and never reach the server. On an inference
-// engine (app.py --engine) the position holds only the K tokens the server sent (the other logits
-// are -inf) and its note: the chart then adds one "outside the top K" bar and the readout the note. Their element ids
+// Min-p, Bars shown, Axis) are read from the page and never reach the server. Their element ids
 // and defaults come from the server's registry (agent/controls.py) as the chart's `controls` prop:
 // {temperature: {id, default}, top_k: …, top_p: …, min_p: …, n_bars: …, axis: …}.
+//
+// On an inference engine (app.py --engine) a position holds only the K tokens the server sent (the
+// other logits are -inf) and the engine's note: the chart adds one "outside the top K" bar and the
+// readout the note.
 
 const STAGE_LABELS = {mask: "grammar mask", temperature: "temperature", top_k: "top-k", top_p: "top-p",
                       min_p: "min-p"};
