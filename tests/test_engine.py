@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PYTHON = Path(os.environ.get("REACT_LAB_ENGINE_PYTHON") or ROOT / ".venv-engine" / "bin" / "python")
 START_S = 120.0
 # Engine (llama.cpp, Q4_1 with 8-bit activations) against the local model (the same Q4_1 weights
-# dequantized to float32, in torch). Measured on the prompts below: see test_the_engines_top_k_chart…
+# dequantized to float32, in torch). NOT YET MEASURED: a first guess, to be set from the printed
+# figures of test_the_engines_top_k_chart… on the first run against the built server.
 TV_TOLERANCE = 0.03  # total variation between the two charts over the engine's K, renormalised
 P_TOLERANCE = 0.03  # the largest difference of one token's P
 
@@ -155,8 +156,8 @@ def _wait_ready(proc: subprocess.Popen, url: str) -> None:
 @pytest.fixture(scope="module")
 def llama_server():
     """llama-cpp-python's server on the bundled GGUF, on loopback: its base URL."""
-    if not ENGINE_PYTHON.exists():
-        reason = f"llama.cpp's server is not built ({ENGINE_PYTHON} is missing): run `make engine`"
+    if not (ENGINE_PYTHON.exists() and any(ENGINE_PYTHON.parents[1].glob(".installed-*"))):  # make engine's stamp
+        reason = f"llama.cpp's server is not built (no finished build in {ENGINE_PYTHON.parents[1]}): `make engine`"
         if os.environ.get("REACT_LAB_REQUIRE_ENGINE"):
             pytest.fail(reason)
         pytest.skip(reason + " (about 13 minutes the first time); `make test` builds it")
