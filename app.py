@@ -4,6 +4,7 @@ and how an agent loop runs tools (ReAct loop tab).
     python app.py                      # the bundled SmolLM2-135M-Instruct, http://127.0.0.1:7860
     python app.py --model PATH|HUB_ID  # any causal LM: a .gguf file, a local folder or a hub id
     python app.py --remote ollama=http://127.0.0.1:11434/v1   # OpenAI-compatible servers offered
+    python app.py --engine http://127.0.0.1:8080   # the Sampling tab's distribution from an engine
 
 Where the server may connect (agent.llm.remote, docs/DEPLOY.md): only to the servers listed with
 --remote; a visitor may type a free server URL only in local mode (bound to loopback, SPACE_ID
@@ -28,9 +29,10 @@ QUEUE_SIZE = 64  # requests waiting at most; beyond that a user is told the serv
 SESSION_CAPACITY = 400  # sessions whose state is kept; past it the oldest is dropped (a class is ~30–60)
 
 
-def build_demo(lm, draft_lm=None):
+def build_demo(lm, draft_lm=None, sampling_lm=None):
     """The whole page for a loaded model: header and the tabs (draft_lm: a smaller model sharing
-    the tokenizer, offered as a draft on the Speculative decoding tab)."""
+    the tokenizer, offered as a draft on the Speculative decoding tab; sampling_lm: the Sampling
+    tab's model where it is not `lm`, an agent.llm.engine.EngineModel for --engine)."""
     import gradio as gr
 
     from viz import deeplink, render
@@ -41,11 +43,11 @@ def build_demo(lm, draft_lm=None):
 
     # delete_cache: Gradio's copies of uploads and exports (runs, PNGs) older than 10 min go every 5 min
     with gr.Blocks(title="ReAct Lab", delete_cache=(300, 600)) as demo:
-        gr.HTML(render.model_header(lm.header), elem_id="model-header")
+        gr.HTML(render.model_header((sampling_lm or lm).header), elem_id="model-header")
         link_message = gr.HTML("", elem_id="link-message")
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Sampling", id="sampling", elem_id="tab-sampling"):
-                sampling_outputs, sampling_restore = sampling_tab.build(lm)
+                sampling_outputs, sampling_restore = sampling_tab.build(sampling_lm or lm)
             with gr.Tab("ReAct loop", id="react", elem_id="tab-react"):
                 react_outputs, react_restore = react_tab.build(lm)
             with gr.Tab("Speculative decoding", id="speculative", elem_id="tab-speculative"):
@@ -186,7 +188,7 @@ def lean_skips(demo):
 
 # The flags whose default an environment variable sets: (flag, variable, default without it, help);
 # the numeric ones are in INT_FLAGS (argparse converts a string default too).
-INT_FLAGS = ("--port", "--remote-context")
+INT_FLAGS = ("--port", "--remote-context", "--engine-top-k")
 ENV_FLAGS = (
     ("--model", "REACT_LAB_MODEL", None,
      "a hub id, a local model folder, or a .gguf file (default: $REACT_LAB_MODEL, else the bundled "
@@ -204,6 +206,15 @@ ENV_FLAGS = (
     ("--remote-context", "REACT_LAB_REMOTE_CONTEXT", None,
      "the context window (tokens) of a server whose model info does not say it (llama.cpp's /props and "
      "vLLM's /v1/models do; default: $REACT_LAB_REMOTE_CONTEXT, else none)"),
+    ("--engine", "REACT_LAB_ENGINE", "",
+     "an inference engine for the Sampling tab's next-token distribution: a URL or a --remote label of an "
+     "OpenAI-compatible server with /v1/completions logprobs (llama-cpp-python's server, vLLM, llama-server) "
+     "serving a model with the local model's tokenizer (default: $REACT_LAB_ENGINE, else the local model)"),
+    ("--engine-model", "REACT_LAB_ENGINE_MODEL", "",
+     "the engine's model name (default: $REACT_LAB_ENGINE_MODEL, else the first model it lists)"),
+    ("--engine-top-k", "REACT_LAB_ENGINE_TOP_K", 20,
+     "K, the tokens per position the engine sends, 1 to 100 (default: $REACT_LAB_ENGINE_TOP_K, else 20, "
+     "vLLM's default --max-logprobs)"),
     ("--mcp", "REACT_LAB_MCP", "",
      "another MCP server for the ReAct tab: a stdio command line or a streamable-HTTP URL, treated as "
      "untrusted (default: $REACT_LAB_MCP, else none); visitors can never choose one"),
@@ -387,6 +398,21 @@ def launch_kwargs(host: str = DEFAULT_HOST, env=os.environ) -> dict:
     )
 
 
+def connect_engine(args: argparse.Namespace, lm):
+    """--engine: the Sampling tab's model on the operator's engine (agent.llm.engine), or None.
+    ValueError says what failed (unreachable, no logprobs, another tokenizer)."""
+    if not args.engine:
+        return None
+    from agent.backends import BackendError
+    from agent.llm import engine
+
+    try:
+        return engine.connect(lm, engine.engine_for(args.engine, args.engine_model, args.engine_top_k),
+                              args.remote_context)
+    except BackendError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from agent.llm.remote import RemoteRefused
@@ -427,7 +453,14 @@ def main(argv: list[str] | None = None) -> int:
     from agent.constraints import tokenizer_info
 
     tokenizer_info(lm)  # llguidance's token table (≈2 s of Python) now, not in the first visitor's grammar
-    demo = build_demo(lm, draft_lm)
+    try:
+        sampling_lm = connect_engine(args, lm)
+    except ValueError as exc:
+        print(f"error: --engine: {exc}", file=sys.stderr)
+        return 2
+    if sampling_lm is not None:
+        tokenizer_info(sampling_lm)  # the engine's Sampling tab keys its grammars by its own model object
+    demo = build_demo(lm, draft_lm, sampling_lm)
     configure_queue(demo)
     demo.launch(server_name=args.host, server_port=args.port, **launch_kwargs(args.host))
     return 0

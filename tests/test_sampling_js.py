@@ -169,3 +169,21 @@ def test_token_text_in_the_page_chart_is_shown_as_text_and_never_runs(js_page):
     js_page.wait_for_timeout(100)
     assert js_page.evaluate("() => [window.__pwned, window.__pwned2]") == [None, None]
     assert '&#60;img src=x' in html
+
+
+def test_on_an_engine_the_chart_draws_one_outside_bar_and_the_readout_the_note(js_page):
+    """A position with the engine's note (agent.llm.engine): the trace over its K tokens, the
+    mass it did not send as one bar, the note as text."""
+    html = js_page.evaluate("""() => {
+      const z = new Float32Array([Math.log(0.5), -Infinity, Math.log(0.25), -Infinity, -Infinity]);
+      const t = trace(z, samplingConfig(), null, 0.5);
+      t.position = Int32Array.from([0, 2, 1, 3, 4]);
+      const engine = {k: 2, outside: 0.25, server: 'gpu', note: '<b>approximate</b>'};
+      const top = topN(t, 2, Int32Array.from([0, 2, 1, 3, 4]), engine.k);
+      return distributionChart(top, (i) => `tok${i}`, new Set(), {masked: false, topP: 1, logAxis: false,
+                               greedy: false, chartId: 'x', engine, vocab: 5}) +
+             readout(t, (i) => `tok${i}`, 0, engine);
+    }""")
+    assert "engine's top 2, renormalised" in html and "outside the top 2: 3 tokens" in html
+    assert "25.00%" in html and "not in the trace" in html and "66.67%" in html  # 0.5 / 0.75
+    assert "all other" not in html and "&#60;b&#62;approximate" in html

@@ -8,7 +8,9 @@ server sends, when a position's logits are ready:
   262,144 characters): float32 because the model gives float32 and the page must agree with
   agent.sampling within 1e-6;
 - the grammar's mask A(s_t), one bit per token (6 KB), only while a constraint is on;
-- the session's u, and the grammar's state for the constraint readout.
+- the session's u, and the grammar's state for the constraint readout;
+- on an inference engine (app.py --engine), the engine's note: K, the mass outside the top K
+  (one bar), and where the trace over the K tokens is approximate (agent.llm.engine).
 
 Token display strings go once per page load, as a static JSON file named by its content's hash
 (`token_asset`), so a browser keeps it between positions and reloads. This module only packs
@@ -59,9 +61,11 @@ def grammar_readout(c) -> dict | None:
             "error": s.error or ""}
 
 
-def position(c, vocab_size: int) -> dict:
-    """One Continuation's next step, for the page (see the module docstring)."""
-    return {
+def position(c, vocab_size: int, engine: dict | None = None) -> dict:
+    """One Continuation's next step, for the page (see the module docstring). `engine`: on an
+    inference engine, what agent.llm.engine says of the position (K, the mass outside the top K,
+    where the trace is approximate); the logits are then -inf outside the K tokens."""
+    out = {
         "logits": pack_logits(c.logits),
         "mask": pack_mask(c.mask),
         "u": c.u,
@@ -70,6 +74,7 @@ def position(c, vocab_size: int) -> dict:
         "constraint": grammar_readout(c),
         "step": f"{c.seed}:{c.draws}:{len(c.ids)}",
     }
+    return {**out, "engine": engine} if engine is not None else out
 
 
 def own_numbers(logits: np.ndarray, u: float) -> dict:

@@ -17,6 +17,7 @@ the files' sizes and SHA-256; anything else is rebuilt, never loaded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -274,6 +275,25 @@ def token_display_strings(tokenizer, vocab_size: int) -> tuple[list[str], frozen
     return shows, special, ambiguous
 
 
+def server_token_names(tokenizer, vocab_size: int) -> list[str]:
+    """Each token as an OpenAI-compatible server names it in `top_logprobs`: llama.cpp's piece
+    decoded as UTF-8 with incomplete bytes dropped, and "" for a special token (llama-cpp-python's
+    server). agent.llm.engine maps those names back to ids; a name several tokens share names none.
+    """
+    decoder = _byte_decoder()
+    pieces = tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
+    special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}))
+    names = []
+    for i, piece in enumerate(pieces):
+        if piece is None or i in special:
+            names.append("")
+        elif all(c in decoder for c in piece):
+            names.append(bytes(decoder[c] for c in piece).decode("utf-8", errors="ignore"))
+        else:
+            names.append(piece.replace("▁", " "))
+    return names
+
+
 # --- the loaded model ------------------------------------------------------------------------
 
 
@@ -491,6 +511,11 @@ class LanguageModel:
             "dtype": self.dtype,
             "device": self.device,
         }
+
+    @functools.cached_property
+    def server_names(self) -> list[str]:
+        """The name each token has in a server's logprobs (server_token_names), built once."""
+        return server_token_names(self.tokenizer, self.vocab_size)
 
     @property
     def weights_choices(self) -> tuple[str, ...]:

@@ -10,6 +10,10 @@
 // Min-p, Bars shown, Axis) are read from the page and never reach the server. Their element ids
 // and defaults come from the server's registry (agent/controls.py) as the chart's `controls` prop:
 // {temperature: {id, default}, top_k: …, top_p: …, min_p: …, n_bars: …, axis: …}.
+//
+// On an inference engine (app.py --engine) a position holds only the K tokens the server sent (the
+// other logits are -inf) and the engine's note: the chart adds one "outside the top K" bar and the
+// readout the note.
 
 const STAGE_LABELS = {mask: "grammar mask", temperature: "temperature", top_k: "top-k", top_p: "top-p",
                       min_p: "min-p"};
@@ -48,8 +52,9 @@ function bar(p, kind, scaleMax, logAxis) {
     barWidth(p, scaleMax, logAxis).toFixed(2)}%"></span><span class="bar-num">${pct(p)}</span></span>`;
 }
 
-// top_n: the n tokens with the highest of P, P' and the final P (ties: lower id first).
-function topN(t, n, modelRank) {
+// top_n: the n tokens with the highest of P, P' and the final P (ties: lower id first). `support`:
+// how many tokens the trace has (the vocabulary; on an engine the K tokens it sent).
+function topN(t, n, modelRank, support = t.probsModel.length) {
   const V = t.probsModel.length;
   n = Math.max(1, Math.min(n, V));
   const ids = [], keys = [];
@@ -70,7 +75,7 @@ function topN(t, n, modelRank) {
             pFinal: t.probs[i], cumulative: t.cumulative[position[i]],
             removedBy: t.removedBy[i] ? STAGES[t.removedBy[i] - 1] : "", chosen: i === t.token};
   });
-  return {rows, otherCount: V - ids.length, otherModel: Math.max(0, 1 - shownModel),
+  return {rows, otherCount: support - ids.length, otherModel: Math.max(0, 1 - shownModel),
           otherFinal: Math.max(0, 1 - shownFinal), maxP};
 }
 
@@ -92,27 +97,41 @@ function chartRow(r, name, special, masked, topP, scaleMax, logAxis) {
 }
 
 // charts.distribution_chart: token, the model's P, P' under the mask, the final P, cumulative.
-function distributionChart(top, names, special, {masked, topP, logAxis, greedy, chartId, pickable = true}) {
+// engine: null, or the server's note on this position ({k, outside, server, note}: agent.llm.engine).
+function distributionChart(top, names, special, {masked, topP, logAxis, greedy, chartId, pickable = true,
+                                                 engine = null, vocab = 0}) {
   const scaleMax = top.maxP;
   const head = '<div class="ntc-row ntc-head"><span class="cell rank">#</span><span class="cell tok">token</span>' +
-    '<span class="cell bar-cell">P — model (T = 1)</span>' +
+    `<span class="cell bar-cell">${engine ? `P — engine's top ${engine.k}, renormalised` : "P — model (T = 1)"}</span>` +
     (masked ? '<span class="cell bar-cell">P′ — masked</span>' : "") +
     `<span class="cell bar-cell">${greedy ? "final (greedy: argmax)" : "final — drawn from"}</span>` +
     `<span class="cell cum">cumulative · top-p = ${+topP.toFixed(6)}</span><span class="cell stage">removed by</span></div>`;
   const rows = top.rows.map((r) => chartRow(r, names(r.token), special.has(r.token), masked, topP, scaleMax, logAxis));
   const other = top.otherCount === 0 ? "" : '<div class="ntc-row other"><span class="cell rank"></span>' +
-    `<span class="cell tok">all other ${thousands(top.otherCount)} tokens</span>` +
+    `<span class="cell tok">${engine ? `other ${thousands(top.otherCount)} of the top ${engine.k}`
+      : `all other ${thousands(top.otherCount)} tokens`}</span>` +
     bar(top.otherModel, "model", logAxis ? scaleMax : 1.0, logAxis) +
     (masked ? '<span class="cell bar-cell"></span>' : "") +
     bar(top.otherFinal, "final", logAxis ? scaleMax : 1.0, logAxis) +
     '<span class="cell cum"></span><span class="cell stage"></span></div>';
+  const outside = engine ? outsideRow(engine, vocab, masked, logAxis, scaleMax) : "";
   const axis = logAxis ? "log axis (10⁻⁶ … 1)" : `linear axis (longest bar = ${pct(scaleMax)})`;
-  return `<div class="ntc${masked ? " masked" : ""}" data-chart="${esc(chartId)}">${head}${rows.join("")}${other}` +
+  return `<div class="ntc${masked ? " masked" : ""}" data-chart="${esc(chartId)}">${head}${rows.join("")}${other}${outside}` +
     `<div class="ntc-foot">${axis}${pickable ? " · click a token to append it" : ""}</div></div>`;
 }
 
+// On an engine: the tokens the server did not send, as one bar of the model's P (not in the trace).
+function outsideRow(engine, vocab, masked, logAxis, scaleMax) {
+  return '<div class="ntc-row other outside-top-k" title="not sent by the engine: not in the trace">' +
+    '<span class="cell rank"></span>' +
+    `<span class="cell tok">outside the top ${engine.k}: ${thousands(vocab - engine.k)} tokens, of the model's P</span>` +
+    bar(engine.outside, "model", logAxis ? scaleMax : 1.0, logAxis) +
+    (masked ? '<span class="cell bar-cell"></span>' : "") +
+    '<span class="cell bar-cell">not in the trace</span><span class="cell cum"></span><span class="cell stage"></span></div>';
+}
+
 // charts.readout: kept tokens and mass per stage, entropy, effective tokens, the draw.
-function readout(t, names, truncated) {
+function readout(t, names, truncated, engine = null) {
   const stageRows = STAGES.map((s) => `<tr><td>${esc(STAGE_LABELS[s])}</td><td class="num">${
     thousands(t.keptCount[s])}</td><td class="num">${pct(t.keptMass[s])}</td></tr>`).join("");
   const token = tokenHtml(names(t.token));
@@ -124,7 +143,8 @@ function readout(t, names, truncated) {
     `<th>kept mass</th></tr></thead><tbody>${stageRows}</tbody></table>` +
     `<div class="facts"><span>entropy <b>${t.entropyBits.toFixed(3)} bits</b></span>` +
     `<span>effective tokens <b>${fixed(t.effectiveTokens, 2)}</b></span></div>` +
-    `<div class="draw">${draw}</div>${note}</div>`;
+    `<div class="draw">${draw}</div>${note}` +
+    (engine ? `<div class="note engine-note">${esc(engine.note)}</div>` : "") + "</div>";
 }
 
 // charts.cumulative_curve: the final distribution's cumulative curve over the shown rows, with u.
@@ -185,7 +205,8 @@ function decodePosition(value) {
     for (let i = 0; i < z.length; i++) mask[i] = (bits[i >> 3] >> (i & 7)) & 1;
   }
   return {z, mask, u: value.u, vocab: value.vocab, truncated: value.truncated || 0,
-          constraint: value.constraint || null, numbered: value.names === "numbered", step: value.step};
+          constraint: value.constraint || null, numbered: value.names === "numbered", step: value.step,
+          engine: value.engine || null};
 }
 
 // The token display strings: one static file per page load, shared by every chart on the page.
@@ -232,11 +253,12 @@ function paintPosition(parts, view, controls, chartId) {
   t.position = view.memo.position;
   const names = pos.numbered ? (i) => `#${i + 1}` : (i) => view.tokens.strings[i];
   const special = pos.numbered ? new Set() : view.tokens.special;
-  const top = topN(t, Math.min(controls.bars, pos.z.length), view.memo.modelRank);
+  const support = pos.engine ? pos.engine.k : pos.z.length;
+  const top = topN(t, Math.min(controls.bars, support), view.memo.modelRank, support);
   parts.chart.innerHTML = distributionChart(top, names, special, {
     masked: pos.mask !== null, topP: config.top_p, logAxis: controls.log, greedy: t.greedy, chartId,
-    pickable: view.pickable});
-  parts.readout.innerHTML = readout(t, names, pos.truncated) + cumulativeCurve(top, t.greedy ? null : t.u);
+    pickable: view.pickable, engine: pos.engine, vocab: pos.vocab});
+  parts.readout.innerHTML = readout(t, names, pos.truncated, pos.engine) + cumulativeCurve(top, t.greedy ? null : t.u);
   if (parts.constraint) parts.constraint.innerHTML = constraintReadout(t, pos.constraint, pos.vocab);
   return t;
 }

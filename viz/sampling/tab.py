@@ -14,6 +14,10 @@ order while viz/js/sampling_view.js draws the chart, the readout, the curve and 
 readout. Temperature, Top-k, Top-p, Min-p, Bars shown and Axis have no server listener: a slider
 move sends no request. The server still runs agent.sampling for its own draws (Sample, a clicked
 token's probability, Sample ×N, asking vs enforcing).
+
+On an inference engine (app.py --engine) `lm` is an agent.llm.engine.EngineModel: the positions
+hold the K tokens the server sent, `chart_value` adds its note, and Asking vs enforcing runs on
+the local model (`lm.local`).
 """
 
 from __future__ import annotations
@@ -165,11 +169,17 @@ def continuation_html(lm, c: cont.Continuation) -> str:
     return charts.continuation_view(c.prompt_text, pieces, c.chosen_probs, finished=c.finished)
 
 
+def chart_value(lm, c: cont.Continuation) -> dict:
+    """The position for the page; on an engine (agent.llm.engine.EngineModel) with its note."""
+    view = getattr(lm, "engine_view", None)
+    return position.position(c, lm.vocab_size, view(c.all_ids, c.logits) if view is not None else None)
+
+
 def shown(lm, ui: Controls, c: cont.Continuation, note: str = "", prompt: bool = True) -> dict:
     """Every view of a new position: the state, the position for the page, the continuation, and
     the exact prompt string unless ``prompt`` is False (a press on the same prompt: the page
     already shows it, and a pasted prompt may be 100,000 characters)."""
-    out = {ui.state: c, ui.chart: position.position(c, lm.vocab_size), ui.msg: render.message(note, "info"),
+    out = {ui.state: c, ui.chart: chart_value(lm, c), ui.msg: render.message(note, "info"),
            ui.continuation: continuation_html(lm, c)}
     return {**out, ui.prompt_string: c.prompt_text} if prompt else out
 
@@ -311,7 +321,8 @@ def on_asking(lm, ui, n_runs, state, temperature, top_k, top_p, min_p):
         grammar = state.grammar or PRESETS[DEFAULT_ASKING]
         json_kind = grammar.kind == "json_schema"
         comp = None
-        for comp in enforcing.compare(lm, state.prompt, grammar, config, state.seed, n=n):
+        local = getattr(lm, "local", lm)  # N whole generations: the local model, never an engine
+        for comp in enforcing.compare(local, state.prompt, grammar, config, state.seed, n=n):
             yield {ui.asking: charts.comparison_view(comp, json_kind=json_kind, running=True), ui.msg: ""}
         yield {ui.asking: charts.comparison_view(comp, json_kind=json_kind, running=False),
                ui.msg: render.message(comp.note) if comp.note else ""}
@@ -501,7 +512,7 @@ def _views_column(lm, first, tokens_url: str) -> dict:
         greedy_btn = gr.Button("Greedy", elem_id="btn-greedy")
         back_btn = gr.Button("Back", elem_id="btn-back")
         reroll_btn = gr.Button("New draw u", elem_id="btn-reroll")
-    chart = _chart(position.position(first, lm.vocab_size), "next-token-chart", "sampling-readout",
+    chart = _chart(chart_value(lm, first), "next-token-chart", "sampling-readout",
                    "constraint-readout", tokens_url, True)
     with gr.Row():
         n_draws = number_box(SAMPLING["n_draws"])
