@@ -94,15 +94,15 @@ def test_the_judge_of_a_comparison_wants_the_right_city_named_warmer_not_only_me
     """'Berlin is warmer: 12°C … against 21°C in Rome' holds every number and both names, and is wrong."""
     from agent.tuning.trajectories import judge_answer
 
-    held = {q["question"]: q for q in read_jsonl(DATA_DIR / FILES["held_in"]) + read_jsonl(DATA_DIR / FILES["held_out"])}
-    leads = [q["expected"] for q in held.values() if "lead" in q["expected"]]
+    held = read_jsonl(DATA_DIR / FILES["held_in"]) + read_jsonl(DATA_DIR / FILES["held_out"])
+    leads = [q["expected"] for q in held if "lead" in q["expected"]]
     assert leads and all(e["lead"]["city"] in e["must_contain"] for e in leads)
     e = {"must_contain": ["12°C", "21°C", "Rome"], "lead": {"city": "Rome", "other": "Berlin", "word": "warmer"}}
     assert not judge_answer(e, "Berlin is warmer: 12°C, rainy in Berlin, against 21°C, sunny in Rome.")
     assert judge_answer(e, "Rome is warmer: 21°C, sunny in Rome, against 12°C, rainy in Berlin.")
     assert judge_answer(e, "Berlin has 12°C and Rome 21°C, so Rome is warmer.")
     assert judge_answer(e, "It is warmer in Rome (21°C) than in Berlin (12°C).")
-    cold = {**e, "lead": {"city": "Berlin", "other": "Rome", "word": "colder"}, "must_contain": ["12°C", "21°C", "Berlin"]}
+    cold = {"must_contain": ["12°C", "21°C", "Berlin"], "lead": {"city": "Berlin", "other": "Rome", "word": "colder"}}
     assert judge_answer(cold, "Berlin is colder: 12°C against 21°C in Rome.")
     assert not judge_answer(cold, "Rome is chillier than Berlin: 21°C against 12°C.")
 

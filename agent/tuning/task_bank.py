@@ -3,10 +3,11 @@
 What it knows: the task kinds the ReAct tab shows — one city's weather, two cities compared, a
 difference or sum of two temperatures, arithmetic, a two-hop search → lookup, who wrote a book, an
 unknown city, a question that needs no tool, a validation error repaired, and one city's temperature
-put through the calculator (doubled, halved, +5, below 30 °C, in Fahrenheit). Every kind has many phrasings; the last few of each are held out, and so are 5 of the
-15 weather cities, 5 of the 15 books and a set of unknown cities. `next_turn(task, seen)` is the
-oracle: the next assistant turn from the task and the observations so far, answers read from the
-observations (never typed). `expected(task, record)` is the judge of a question.
+put through the calculator (doubled, halved, +5, below 30 °C, in Fahrenheit). Every kind has many
+phrasings; the last few of each are held out, and so are 5 of the 15 weather cities, 5 of the 15
+books and a set of unknown cities. `next_turn(task, seen)` is the oracle: the next assistant turn
+from the task and the observations so far, answers read from the observations (never typed).
+`expected(task, record)` is the judge of a question.
 
 What it does not know: the loop, rendering, tokens or training (agent.tuning.trajectories, scripts/tune.py).
 """
@@ -316,7 +317,8 @@ WHO_WROTE_MORE_Q = ("Who's the writer of {book}?", "Which novelist wrote {book}?
 HELD_OUT_2_Q = {
     "weather": ("Could you find out how the weather is in {city}?", "What's the weather like in {city} this morning?",
                 "Is it warm or cold in {city} now?"),
-    "compare": (("Which is warmer at present, {a} or {b}?", "warmer"), ("Tell me whether {a} or {b} is colder.", "colder"),
+    "compare": (("Which is warmer at present, {a} or {b}?", "warmer"),
+                ("Tell me whether {a} or {b} is colder.", "colder"),
                 ("What's the weather in {a}, and in {b}?", "both")),
     "temp_math": (("How many degrees warmer is the warmer of {a} and {b}?", "difference"),
                   ("What do the temperatures of {a} and {b} come to when added?", "sum"),
