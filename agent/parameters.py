@@ -54,3 +54,16 @@ def number(value: object, name: str, low: float, high: float, *, integer: bool =
 def _bound(x: float) -> str:
     """A bound as a person reads it: 2147483647, 0.05, 3."""
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def checked_token_ids(token_ids, window: int, vocab_size: int, window_name: str = "the context window") -> tuple:
+    """A prompt's token ids as a tuple of ints, or ValueError: none, more than `window`, or one
+    outside the vocabulary [0, vocab_size)."""
+    ids = tuple(int(i) for i in token_ids)
+    if not ids:
+        raise ValueError("next_token_logits needs at least one token id.")
+    if len(ids) > window:
+        raise ValueError(f"{len(ids)} tokens exceed {window_name} of {window}.")
+    if min(ids) < 0 or max(ids) >= vocab_size:
+        raise ValueError(f"token ids must lie in [0, {vocab_size}).")
+    return ids

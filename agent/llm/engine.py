@@ -41,6 +41,7 @@ import numpy as np
 from agent.backends import BackendError
 from agent.llm import remote
 from agent.llm.server_info import window_from_models, window_from_props
+from agent.parameters import checked_token_ids
 
 DEFAULT_TOP_K = 20  # vLLM's default max_logprobs
 MAX_TOP_K = 100
@@ -281,14 +282,7 @@ class EngineModel:
         return pos
 
     def _checked(self, token_ids: Sequence[int]) -> tuple[int, ...]:
-        ids = tuple(int(i) for i in token_ids)
-        if not ids:
-            raise ValueError("next_token_logits needs at least one token id.")
-        if len(ids) > self.context_window:
-            raise ValueError(f"{len(ids)} tokens exceed the engine's window of {self.context_window}.")
-        if min(ids) < 0 or max(ids) >= self.vocab_size:
-            raise ValueError(f"token ids must lie in [0, {self.vocab_size}).")
-        return ids
+        return checked_token_ids(token_ids, self.context_window, self.vocab_size, "the engine's window")
 
     def _ask(self, ids: tuple[int, ...]) -> Position:
         if self.prompt_as == "ids":

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.llm.batching import current_session
+from agent.parameters import checked_token_ids
 from agent.stops import END_OF_TURN
 
 # OpenMP threads that spin while waiting collapse under load: on a 2-core machine shared by a
@@ -616,14 +617,7 @@ class LanguageModel:
                     self._stops.pop(session, None)
 
     def _checked(self, token_ids: Sequence[int]) -> tuple[int, ...]:
-        ids = tuple(int(i) for i in token_ids)
-        if not ids:
-            raise ValueError("next_token_logits needs at least one token id.")
-        if len(ids) > self.context_window:
-            raise ValueError(f"{len(ids)} tokens exceed the context window of {self.context_window}.")
-        if min(ids) < 0 or max(ids) >= self.vocab_size:
-            raise ValueError(f"token ids must lie in [0, {self.vocab_size}).")
-        return ids
+        return checked_token_ids(token_ids, self.context_window, self.vocab_size)
 
     # --- the batcher's engine: called from its worker thread only ------------------------------
 
