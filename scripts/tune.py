@@ -146,8 +146,9 @@ def batch_loss(model, prefix: tuple[int, ...], batch: list[Example], bf16: bool,
 
 def freeze_in_bf16(model) -> None:
     """The frozen base weights stored in bfloat16, the LoRA weights left in float32: under bf16
-    autocast every matmul casts its weights to bfloat16 anyway, so the forward pass computes the
-    same numbers, without re-casting 135 M weights in every step (aten::copy_, 10 % of a step here)."""
+    autocast every matmul casts its weights to bfloat16 anyway, so the matmuls compute the same
+    numbers without re-casting 135 M weights in every step (aten::copy_, 10 % of a step here); the
+    norms' and the embedding's weights, which autocast would keep in float32, are rounded too."""
     import torch
 
     for p in model.parameters():

@@ -117,8 +117,8 @@ SPECULATIVE_TOUR = (
          "[Speculative Decoding]",
          {"draft": "early-exit", "layers": 8},
          "The first 8 of the model's layers guess badly: most drafts are rejected, and each round still pays "
-         "for its drafts. Press Run: the speedup falls below 1 — drafting pays only when the draft is cheap "
-         "and usually right."),
+         "for its drafts. Press Run and compare α and the measured speedup with stop 3's: drafting pays only "
+         "when the draft is cheap and usually right."),
 )
 
 

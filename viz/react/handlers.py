@@ -211,8 +211,8 @@ def on_scrub(p, lm, s: Session, value, show_tokens) -> dict:
         return failed(p, lm, s, show_tokens, str(e))
     if i > last:
         return views(p, lm, replace(s, index=last), show_tokens,
-                     f"State {i} is not recorded yet: states 0 … {last} are. Showing state {last}; "
-                     "Next records the next one.")
+                     f"State {i} is not recorded yet: {f'states 0 … {last} are' if last else 'only state 0 is'}. "
+                     f"Showing state {last}; Next records the next one.")
     return views(p, lm, replace(s, index=i), show_tokens)
 
 
