@@ -32,7 +32,8 @@ SESSION_CAPACITY = 400  # sessions whose state is kept; past it the oldest is dr
 def build_demo(lm, draft_lm=None, sampling_lm=None):
     """The whole page for a loaded model: header and the tabs (draft_lm: a smaller model sharing
     the tokenizer, offered as a draft on the Speculative decoding tab; sampling_lm: the Sampling
-    tab's model where it is not `lm`, an agent.llm.engine.EngineModel for --engine)."""
+    tab's model where it is not `lm`, an agent.llm.engine.EngineModel for --engine, which is then
+    the Speculative tab's target too)."""
     import gradio as gr
 
     from viz import deeplink, render
@@ -51,7 +52,7 @@ def build_demo(lm, draft_lm=None, sampling_lm=None):
             with gr.Tab("ReAct loop", id="react", elem_id="tab-react"):
                 react_outputs, react_restore = react_tab.build(lm)
             with gr.Tab("Speculative decoding", id="speculative", elem_id="tab-speculative"):
-                speculative_tab.build(lm, draft_lm)
+                speculative_tab.build(lm, draft_lm, sampling_lm)  # an engine verifies; drafts stay local
         choices = {**sampling_tab.LINK_CHOICES, **react_tab.LINK_CHOICES}
 
         def restore(request: gr.Request):

@@ -1,11 +1,12 @@
-"""The Sampling tab on an inference engine (issue 26, item 4): agent/llm/engine.py.
+"""The Sampling tab on an inference engine (issue 26, item 4: agent/llm/engine.py), and the ReAct
+tab on the same server (items 1–3: agent/llm/remote.py).
 
-The wire format is tested on the replies each server documents; the tab's top-K chart is tested
-against a REAL llama.cpp server — llama-cpp-python's, built from source by `make engine` into
-.venv-engine — started here on loopback with the bundled GGUF, the same file the local model is
-dequantized from. Without that build those tests skip and say why (REACT_LAB_REQUIRE_ENGINE=1
-makes them fail instead); `make test` does not build it yet: the build has not once been completed
-on this machine (issue 26).
+The wire format is tested on the replies each server documents; the tab's top-K chart and the
+ReAct loop are tested against a REAL llama.cpp server — llama-cpp-python's, built from source by
+`make engine` into .venv-engine (`make test` builds it first) — started here on loopback with the
+bundled GGUF, the same file the local model is dequantized from, and `--chat_format
+chatml-function-calling`, the issue's. Without that build those tests skip and say why;
+REACT_LAB_REQUIRE_ENGINE=1 (set by `make test`) makes them fail instead.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PYTHON = Path(os.environ.get("REACT_LAB_ENGINE_PYTHON") or ROOT / ".venv-engine" / "bin" / "python")
 START_S = 120.0
 # Engine (llama.cpp, Q4_1 with 8-bit activations) against the local model (the same Q4_1 weights
-# dequantized to float32, in torch). NOT YET MEASURED: a first guess, to be set from the printed
-# figures of test_the_engines_top_k_chart… on the first run against the built server.
-TV_TOLERANCE = 0.03  # total variation between the two charts over the engine's K, renormalised
-P_TOLERANCE = 0.03  # the largest difference of one token's P
+# dequantized to float32, in torch). Measured on the first run against the built server
+# (2026-12-02, llama-cpp-python 0.3.36), over PROMPTS: TV 0.010, 0.042, 0.007, 0.023; the largest
+# |dP| 0.005, 0.028, 0.006, 0.008 (the story prompt is the flattest distribution). The bounds leave
+# a little room above the largest.
+TV_TOLERANCE = 0.05  # total variation between the two charts over the engine's K, renormalised
+P_TOLERANCE = 0.035  # the largest difference of one token's P
 
 
 # --- the wire format: no server ------------------------------------------------------------------
@@ -161,11 +164,12 @@ def llama_server():
         reason = f"llama.cpp's server is not built (no finished build in {ENGINE_PYTHON.parents[1]}): `make engine`"
         if os.environ.get("REACT_LAB_REQUIRE_ENGINE"):
             pytest.fail(reason)
-        pytest.skip(reason + " (a source build, about 13 minutes the first time; not yet part of `make test`)")
+        pytest.skip(reason + " (a source build, about 4 minutes the first time; `make test` builds it)")
     port = free_port()
     proc = subprocess.Popen(
         [str(ENGINE_PYTHON), "-m", "llama_cpp.server", "--model", str(bundled_gguf()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--logits_all", "True", "--verbose", "False"],
+         "--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--logits_all", "True", "--verbose", "False",
+         "--chat_format", "chatml-function-calling"],  # the issue's server: tools, and a call constrained by name
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
@@ -211,7 +215,10 @@ def test_the_engines_top_k_chart_agrees_with_the_local_models_on_the_same_gguf(e
     for text, chat in PROMPTS:
         c = cont.start(engine_lm, text, chat, seed=0)
         t = sampling.trace(c.logits, sampling.SamplingConfig())
-        assert t.kept_count["mask"] == 20  # the trace runs over the K tokens the server sent
+        pos = engine_lm.position(c.all_ids)
+        # the trace runs over the K tokens the server sent, less those it names "" (its special
+        # tokens: their mass is in the outside bar)
+        assert t.kept_count["mask"] == len(pos.named) and (len(pos.named) == 20 or pos.unnamed > 0)
         assert engine_lm.position(c.all_ids).exact  # the text tokenizes back to the page's ids
         measured.append(_compare(engine_lm, lm, c.all_ids))
     print("engine vs local, (TV over K, max |dP|):", [(round(a, 4), round(b, 4)) for a, b in measured])
@@ -257,6 +264,164 @@ def test_at_an_end_of_turn_the_engine_still_gives_the_position(engine_lm, lm):
     named = np.array(sorted(pos.named))
     outside = 1 - np.exp(np.array([pos.named[i] for i in named])).sum()
     assert token not in pos.named and outside >= p_local[token] - P_TOLERANCE  # the end token's mass, unbiased
-    assert outside == pytest.approx(1 - p_local[named].sum(), abs=P_TOLERANCE)
+    # a sum over the K of per-token differences: bounded by the TV-like bound, not one token's
+    assert outside == pytest.approx(1 - p_local[named].sum(), abs=TV_TOLERANCE)
     p_engine = np.exp(np.array([pos.named[i] for i in named]))
     assert np.abs(p_engine - p_local[named]).max() <= P_TOLERANCE
+
+
+# --- the ReAct tab on the same real server (issue 26, items 1–3) ---------------------------------
+
+@pytest.fixture
+def listed(llama_server):
+    """The server as the operator lists it (`--remote llama=…`): (label, served model id)."""
+    from agent.llm import remote
+
+    saved = dict(remote._config)
+    remote.configure([f"llama={llama_server}/v1"], free_url=False, context_window=2048)
+    yield "llama", remote.list_models("llama")[0]
+    remote._config.update(saved)
+    remote._infos.clear()
+
+
+def _berlin(settings, tools=None):
+    from agent.loop import new_state
+    from agent.tools import WEATHER_TOOL
+
+    return new_state("What's the weather in Berlin?", "act", "native", settings), tools or (WEATHER_TOOL,)
+
+
+def test_llama_cpp_pythons_server_is_known_and_constrains_the_first_call_by_name(listed, lm):
+    """Berlin end to end with native tool calls and "Constrained tool calls": the server is recognised
+    (its OpenAPI title), the first request names get_weather, and its grammar gives a call the
+    loop validates and executes — through the real stream, with the server repeating the name."""
+    from agent.backends import Settings
+    from agent.llm import remote
+    from agent.loop import StopReason, run
+    from agent.messages import ToolResultMessage
+
+    label, model = listed
+    backend = remote.backend_for(label, model, lm.tokenizer, probe=True)
+    assert backend.info.kind == "llama-cpp-python" and backend.context_window == 2048
+    assert backend.info.window_from == "operator setting"
+    state, tools = _berlin(Settings(max_steps=2, max_new_tokens=48, constrained=True, temperature=0.0))
+    body = backend.request_body(remote_prompt(state, tools), state.settings)
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}} and body["stream"]
+    final = run(state, backend, tools)[-1]
+    call = final.replies[0].tool_calls[0]
+    assert call.name == "get_weather" and isinstance(json.loads(call.arguments).get("city"), str)
+    results = [m for m in final.history if isinstance(m, ToolResultMessage)]
+    assert results and results[0].tool_call_id == "call_1"  # validated and executed by the loop
+    assert final.stop_reason not in (StopReason.BACKEND_ERROR, None), final.final_answer
+
+
+def remote_prompt(state, tools):
+    from agent.backends import ScriptedBackend
+    from agent.loop import build_prompt, step
+
+    return build_prompt(step(state, ScriptedBackend(()), tools), tools)
+
+
+def test_a_length_stop_on_the_real_server_is_the_servers_token_limit(listed):
+    from agent.backends import Settings
+    from agent.llm import remote
+    from agent.loop import StopReason, new_state, run
+
+    label, model = listed
+    state = new_state("Tell me a long story about a dragon.", "act", "native", Settings(max_steps=1, max_new_tokens=6))
+    final = run(state, remote.backend_for(label, model), ())[-1]
+    assert final.stop_reason == StopReason.TOKEN_LIMIT_SERVER and final.replies[-1].finish_reason == "length"
+    assert final.final_answer == "stopped: token limit (server)"
+
+
+def test_usage_is_the_servers_or_counted_with_the_bundled_tokenizer_never_silently_guessed(listed, lm):
+    """llama-cpp-python's stream: usage where it sends it, else the bundled model's tokenizer counts
+    (the served GGUF is the bundled model) — never the characters/4 estimate."""
+    from agent.backends import Settings
+    from agent.llm import remote
+    from agent.loop import run
+
+    label, model = listed
+    backend = remote.backend_for(label, model, lm.tokenizer, probe=True)  # as the ReAct tab asks
+    state, tools = _berlin(Settings(max_steps=1, max_new_tokens=12, temperature=0.0))
+    final = run(state, backend, tools)[-1]
+    print("usage from llama-cpp-python:", final.usage, final.stop_reason, final.final_answer[:200])
+    assert final.usage and all(u.source in ("server", "tokenizer") for u in final.usage)
+    assert all(u.prompt_tokens > 0 for u in final.usage)
+
+
+def test_a_server_killed_mid_reply_on_llama_cpp_is_a_cut_reply(llama_server, lm):
+    """The issue's kill, on a second llama.cpp server of its own, at its third streamed token."""
+    from agent.backends import Settings
+    from agent.llm import remote
+    from agent.loop import StopReason, new_state, run
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(ENGINE_PYTHON), "-m", "llama_cpp.server", "--model", str(bundled_gguf()), "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", "1024", "--n_threads", "1", "--verbose", "False"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    pieces: list[str] = []
+
+    def on_token(piece: str) -> None:
+        pieces.append(piece)
+        if len(pieces) == 3:
+            proc.kill()
+    saved = dict(remote._config)
+    try:
+        _wait_ready(proc, url)
+        remote.configure([f"doomed={url}/v1"], free_url=False)
+        state = new_state("Tell me a long story about a dragon.", "act", "native",
+                          Settings(max_steps=1, max_new_tokens=200))
+        final = run(state, remote.backend_for("doomed", remote.list_models("doomed")[0]), (), on_token=on_token)[-1]
+    finally:
+        proc.kill()
+        proc.wait(10)
+        remote._config.update(saved)
+        remote._infos.clear()
+    assert final.stop_reason == StopReason.BACKEND_ERROR, final.final_answer
+    assert final.final_answer.startswith("stopped: backend error: the reply was cut off after")
+
+
+# --- the Speculative tab with the engine as its target (issue 26, item 4) -----------------------
+
+def test_one_echoed_request_gives_every_drafted_position_as_the_plain_positions_do(engine_lm, lm):
+    """The verification of a round: the last n positions from ONE request (the prompt echoed with
+    its logprobs), agreeing with n requests of one position each."""
+    ids = list(lm.encode("Berlin is the capital of Germany. Paris is the capital of"))
+    posts = []
+    real_post = engine_lm._post
+    engine_lm._post = lambda body, *a: posts.append(body) or real_post(body, *a)  # counts the real requests
+    try:
+        rows = engine_lm.tail_logits(ids, 4)
+    finally:
+        engine_lm._post = real_post
+    assert rows.shape == (4, lm.vocab_size) and len(posts) == 1 and posts[0]["echo"] is True
+    for i, row in enumerate(rows):
+        one = engine_lm.next_token_logits(ids[:len(ids) - 3 + i])
+        shared = np.isfinite(row) & np.isfinite(one)  # the K tokens; the K-th may differ (measured: equal)
+        assert int(np.argmax(row)) == int(np.argmax(one)) and shared.sum() >= np.isfinite(one).sum() - 2
+        # one pass over the prompt against one pass per position: llama.cpp's batched numbers
+        # differ a little (measured 0.013 at most)
+        assert np.abs(np.exp(row[shared].astype(np.float64)) - np.exp(one[shared].astype(np.float64))).max() \
+            <= P_TOLERANCE
+
+
+def test_the_speculative_tab_on_the_engine_emits_the_engines_greedy_tokens(engine_lm, lm):
+    """T = 0, prompt lookup as the draft (local), the engine as the target: every emitted token is
+    the engine's argmax after the tokens before it, and the stats say what the target is."""
+    from agent.sampling import SamplingConfig
+    from viz.speculative import tab as spec
+
+    tab = spec.Tab(lm, None, engine_lm)
+    s = spec.Settings(spec.PROMPT_LOOKUP, 8, 4, SamplingConfig(temperature=0.0), 0)
+    d = tab.start(spec.DEFAULT_PROMPT, 0)
+    while len(d.out) < 12 and not d.ended:
+        d = tab.advance(d, s, 12)
+    assert d.out and d.stats.rounds < len(d.out)  # drafts were accepted: fewer verifications than tokens
+    for i, token in enumerate(d.out):
+        assert token == int(np.argmax(engine_lm.next_token_logits(list(d.prompt_ids) + list(d.out[:i]))))
+    plain = tab.target.plain_decode_seconds(d.prompt_ids, d.out)
+    assert plain > 0
+    assert "The target is the engine" in spec.views.stats(d.stats, 4, 1.0, "prompt lookup", False, tab.target_note)

@@ -388,7 +388,8 @@ def test_a_connection_lost_mid_reply_is_a_cut_reply():
 
 def test_an_empty_200_stream_names_the_likely_cause_and_the_window(stub):
     """A fake server: an overflowing prompt answered with HTTP 200 and no event is what the issue saw
-    from llama.cpp's server, which cannot be built here; transformers serve answers otherwise."""
+    from llama.cpp's server; no test here overflows the real one (tests/test_engine.py starts
+    llama-cpp-python's), and transformers serve answers otherwise."""
     _, url = stub(answer(200, b"", ctype="text/event-stream"))
     backend = _listed(url)
     backend.context_window = 4096
@@ -405,8 +406,9 @@ def test_an_empty_200_stream_names_the_likely_cause_and_the_window(stub):
     ("/nowhere", {}, ("unknown", 2048, "operator setting")),
 ])
 def test_the_window_is_the_servers_own_else_the_operators(stub, path, body, expected):
-    """Fake servers: llama.cpp's /props and vLLM's max_model_len, as their docs show them; neither
-    server can be built or installed here (transformers serve offers neither: the operator's)."""
+    """Fake servers: llama.cpp's own llama-server's /props and vLLM's max_model_len, as their docs
+    show them; neither is built or installed here (llama-cpp-python's server, tests/test_engine.py,
+    has neither, nor has transformers serve: the operator's)."""
     def info(h):
         found = h.path == path
         answer(200 if found else 404, json.dumps(body if found else {"error": "no"}).encode())(h)
@@ -448,10 +450,10 @@ def _refuses_null_content(reply):
 
 
 def test_a_constrained_stream_repeating_the_name_and_a_server_refusing_null_content(stub):
-    """A fake server, for what no server here can be made to do: llama.cpp's server (which cannot
-    be built on this machine) repeats function.name in every chunk of a constrained call, and
-    answers HTTP 500 to an assistant turn sent with "content": null. transformers serve does
-    neither. The Berlin run must come through both."""
+    """A fake server, for what no server here can be made to do on demand: llama.cpp's server
+    repeats function.name in every chunk of a constrained call (tests/test_engine.py runs the real
+    llama-cpp-python server's constrained call through the same assembly), and answers HTTP 500 to
+    an assistant turn sent with "content": null. The Berlin run must come through both."""
     name = {"id": "call_x", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
     repeat = [_delta({"tool_calls": [{**name, "index": 0, "function": {"name": "get_weather", "arguments": a}}]})
               for a in ('{"city":', ' "Berlin"', '}')]
@@ -490,6 +492,8 @@ def test_without_a_usage_chunk_the_bundled_models_tokenizer_counts(stub, tok):
     ("llama.cpp", TOOLS, "auto", "auto", "no effect on this call: llama.cpp constrains a call only to one"),
     ("vLLM", TOOLS, "required", "auto", 'server-side: tool_choice "required"'),
     ("unknown", (WEATHER_TOOL,), "auto", "auto", "no effect on this backend"),
+    ("llama-cpp-python", (WEATHER_TOOL,), {"type": "function", "function": {"name": "get_weather"}}, "auto",
+     "server-side: tool_choice names get_weather"),
 ])
 def test_constrained_tool_calls_send_the_servers_own_constraint_and_the_page_says_which(kind, tools, first,
                                                                                      later, says):
@@ -507,6 +511,26 @@ def test_constrained_tool_calls_send_the_servers_own_constraint_and_the_page_say
                                 "Berlin")
     view = html.unescape(rv.template_view(react_run.frame_of(session, FAKE_LM)))
     assert f"⚠ Constrained tool calls: {says}" in view
+
+
+def test_llama_cpp_python_gets_a_whole_reply_where_the_model_may_choose_a_tool_and_the_page_says_so():
+    """Its chatml-function-calling format raises "Automatic streaming tool choice is not supported"
+    on a streamed "auto" request (seen against the real server: HTTP 200, no event): such a request
+    asks for the whole reply; a call constrained by name still streams."""
+    backend = OpenAIBackend("http://h:1", "m", info=remote.ServerInfo("llama-cpp-python"))
+    start = new_state("What's the weather in Berlin?", "act", settings=Settings(constrained=True))
+    state = step(start, ScriptedBackend(()), (WEATHER_TOOL,))
+    named = backend.request_body(build_prompt(state, (WEATHER_TOOL,)), state.settings)
+    auto = backend.request_body(build_prompt(state, (WEATHER_TOOL,)), Settings())
+    assert named["stream"] is True and named["stream_options"] == {"include_usage": True}
+    assert auto["stream"] is False and "stream_options" not in auto
+    remote._infos[("lab", "m")] = (time.monotonic(), remote.ServerInfo("llama-cpp-python"))
+    for settings, says in ((state.settings, False), (Settings(), True)):
+        shown = replace(state, settings=settings)
+        session = react_run.Session((start, shown), 1, (WEATHER_TOOL,),
+                                    react_run.BackendSpec(react_run.REMOTE, url="lab", model="m"), "Berlin")
+        view = html.unescape(rv.template_view(react_run.frame_of(session, FAKE_LM)))
+        assert ("this reply does not stream" in view) is says
 
 
 def test_a_server_prompt_count_without_the_tools_block_is_named_in_the_template_view():

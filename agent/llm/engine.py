@@ -1,4 +1,4 @@
-"""The Sampling tab on an inference engine: the next-token distribution from a server's logprobs.
+"""The Sampling and Speculative tabs on an inference engine: next-token distributions from a server's logprobs.
 
 The lecture's pipeline (Part I) is "previous tokens → Transformer → logits → softmax → sample". On
 an engine the Transformer runs on the server, which sends only its top K tokens with their
@@ -15,7 +15,9 @@ What it knows:
                 visitor's choice), its model name and K.
   EngineModel   the local model's tokenizer with the engine's distribution: next_token_logits(ids)
                 → (V,) float32 with log P for the K tokens the server named and -inf elsewhere (so
-                agent.sampling's trace runs over exactly those K), plus `engine_view` for the page.
+                agent.sampling's trace runs over exactly those K), plus `engine_view` for the page;
+                for the Speculative tab's target, tail_logits(ids, n) (the last n positions from one
+                echoed request) and plain_decode_seconds (the engine decoding alone).
   request_body, top_of, names_to_ids, dense
                 the wire format, each a small function: token ids as the prompt where the server
                 takes them (vLLM, llama-server), else the text (llama-cpp-python's server; the
@@ -226,6 +228,7 @@ class EngineModel:
         self.url = remote.api_base(engine.base_url) + "/completions"
         self.names = unique_names(local.server_names)
         self.prompt_as = "ids"
+        self.echo: str | None = None  # how echoed entries line up (echo_alignment), None: not used
         self._positions: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
@@ -252,7 +255,8 @@ class EngineModel:
         e, served = self.engine, self.served_model.rsplit("/", 1)[-1]
         return {**self.local.header, "Sampling tab": f"top {e.top_k} of engine {e.label} ({served})",
                 "engine window": f"{self.context_window:,} ({self.window_from})",
-                "Speculative decoding and ReAct tabs": "the local model"}
+                "Speculative decoding": f"target: engine {e.label}, top {e.top_k}; drafts: the local model",
+                "ReAct tab": "the local model"}
 
     def share_prefix(self, token_ids: Sequence[int], weights: str = "base") -> None:
         """Nothing to share: the engine keeps its own cache."""
@@ -280,6 +284,84 @@ class EngineModel:
             while len(self._positions) > CACHE_POSITIONS:
                 self._positions.popitem(last=False)
         return pos
+
+    # --- the Speculative tab's target --------------------------------------------------------
+
+    def tail_logits(self, token_ids: Sequence[int], n: int, session=None) -> np.ndarray:
+        """(n, V): the engine's top-K logits after each of the last n positions of token_ids — the
+        verification of n − 1 drafted tokens plus the bonus position. ONE request where the server
+        echoes the prompt with its logprobs (llama-cpp-python with logits_all, vLLM): the server's
+        one pass over the drafted tokens; else one request per position."""
+        ids = self._checked(token_ids)
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= len(ids):
+            raise ValueError(f"n must be between 1 and {len(ids)}, got {n}.")
+        rows = self._echoed(ids, int(n)) if n > 1 else None
+        if rows is None:
+            rows = [self.position(ids[:len(ids) - n + 1 + i], session).named for i in range(n)]
+        return np.stack([dense(r, self.vocab_size) for r in rows])
+
+    def _echoed(self, ids: tuple[int, ...], n: int) -> list[dict[int, float]] | None:
+        """The last n positions from one echoed request, or None where the server cannot give them
+        (no echo found at start, a text that tokenizes to other ids, a position left out).
+
+        Where echo is "aligned" (OpenAI's form), entry i is the position after the prompt's first i
+        tokens, so a newline is appended for the position after `ids`; llama-cpp-python 0.3.36's
+        entries are "shifted": entry i is the position after the first i + 1 (measured at start by
+        `echo_alignment`). Each entry keeps the server's top K only: an echoed entry also names the
+        prompt's own token there, which a plain position would not."""
+        if self.echo is None:
+            return None
+        shift = 1 if self.echo == "shifted" else 0
+        sent = ids if shift else ids + (self._newline,)
+        found = self._echo(sent)
+        wanted = found[len(ids) - n + 1 - shift:len(ids) + 1 - shift] if found is not None else []
+        if len(wanted) != n or any(p is None for p in wanted):
+            return None
+        return [names_to_ids(sorted(pairs, key=_logprob_first)[:self.engine.top_k], self.names, self.vocab_size)[0]
+                for pairs in wanted]
+
+    def _echo(self, sent: tuple[int, ...]) -> list | None:
+        """Every echoed entry of one request for `sent`, or None (a text that reads as other ids, no echo)."""
+        prompt = list(sent) if self.prompt_as == "ids" else self.local.decode(sent)
+        if self.prompt_as != "ids" and tuple(self.local.encode(prompt)) != sent:
+            return None
+        try:
+            found = positions(self._post({**request_body(self.served_model, prompt, self.engine.top_k), "echo": True}))
+        except EngineError:
+            return None
+        return found if len(found) >= len(sent) else None
+
+    def echo_alignment(self, ids: tuple[int, ...], after: Position) -> str | None:
+        """How the server's echoed entries line up with positions, found against `after` (the plain
+        position after ids): "aligned", "shifted", or None (no usable echo: one request per position)."""
+        found = self._echo(ids + (self._newline,))
+        top = max(after.named, key=after.named.get)
+        for name, i in (("aligned", len(ids)), ("shifted", len(ids) - 1)):
+            pairs = found[i] if found is not None and i < len(found) else None
+            if pairs:
+                named = names_to_ids(sorted(pairs, key=_logprob_first)[:self.engine.top_k], self.names,
+                                     self.vocab_size)[0]
+                if max(named, key=named.get) == top and len(set(named) & set(after.named)) >= 0.8 * len(after.named):
+                    return name
+        return None
+
+    @property
+    def _newline(self) -> int:
+        return self.local.encode("\n")[-1]
+
+    def plain_decode_seconds(self, prompt_ids: Sequence[int], continuation: Sequence[int], session=None) -> float:
+        """Seconds the engine takes to decode len(continuation) tokens itself, in one greedy request
+        (its own batching and cache, no round trip per token): the plain baseline of a speculative
+        run whose target is this engine."""
+        import time
+
+        ids = self._checked(prompt_ids)
+        prompt = list(ids) if self.prompt_as == "ids" else self.local.decode(ids)
+        body = {**request_body(self.served_model, prompt, 1), "max_tokens": max(1, len(continuation)),
+                "logprobs": None}
+        start = time.perf_counter()
+        self._post(body, REQUEST_S * 4)
+        return time.perf_counter() - start
 
     def _checked(self, token_ids: Sequence[int]) -> tuple[int, ...]:
         return checked_token_ids(token_ids, self.context_window, self.vocab_size, "the engine's window")
@@ -327,20 +409,25 @@ class EngineModel:
             pos = self._positions.get((current_session(), tuple(int(i) for i in ids)))
         finite = np.isfinite(logits)
         received = float(np.exp(logits[finite].astype(np.float64)).sum())
-        return {"k": int(finite.sum()), "outside": max(0.0, 1.0 - received), "server": self.engine.label,
-                "note": note(self.engine.label, int(finite.sum()), received, self.vocab_size, pos)}
+        named = int(finite.sum())  # K, less the keys that name no single local token
+        return {"k": self.engine.top_k, "outside": max(0.0, 1.0 - received), "server": self.engine.label,
+                "note": note(self.engine.label, self.engine.top_k, received, self.vocab_size, pos, named)}
 
 
-def note(label: str, k: int, received: float, vocab_size: int, pos: Position | None) -> str:
-    """Where the trace over the engine's K tokens is exact and where approximate (for the page).
+def note(label: str, k: int, received: float, vocab_size: int, pos: Position | None, named: int | None = None) -> str:
+    """Where the trace over the engine's K tokens is exact and where approximate (for the page);
+    `named`: how many of the K the trace holds (a special token named "" is outside), default K.
 
     >>> note("gpu", 20, 0.9, 100, None)[:62]
     'The engine (gpu) sent its top 20 tokens, 90.0% of P; the other'
+    >>> note("gpu", 20, 0.9, 100, None, 19)[62:129]
+    ' 81 tokens (10.0%) are one bar outside the top K, not in the trace.'
     """
-    text = (f"The engine ({label}) sent its top {k} tokens, {100 * received:.1f}% of P; the other {vocab_size - k:,} "
+    n = k if named is None else named
+    text = (f"The engine ({label}) sent its top {k} tokens, {100 * received:.1f}% of P; the other {vocab_size - n:,} "
             f"tokens ({100 * max(0.0, 1 - received):.1f}%) are one bar outside the top K, not in the trace. "
-            f"Every stage runs over these {k} tokens renormalised, so each P is P / {100 * received:.1f}%. "
-            f"Exact: the tokens' order, greedy, top-k up to k = {k}, and the mask among the K. "
+            f"Every stage runs over these {n} tokens renormalised, so each P is P / {100 * received:.1f}%. "
+            f"Exact: the tokens' order, greedy, top-k up to k = {n}, and the mask among the K. "
             "Approximate against the whole vocabulary: temperature (T ≠ 1 moves mass between the K and "
             f"the tail) and top-p (a p above {100 * received:.1f}% would reach into the tail), and so min-p "
             "and the draw after them.")
@@ -351,6 +438,12 @@ def note(label: str, k: int, received: float, vocab_size: int, pos: Position | N
         text += " The server takes text, not token ids: this position is after the text of the page's tokens"
         text += "." if pos.exact else ", which the server reads as other tokens, so it is approximate."
     return text
+
+
+def _logprob_first(pair: tuple[object, object]) -> float:
+    """Sort key: the largest logprob first (a value that is no number last: names_to_ids refuses it)."""
+    value = pair[1]
+    return -float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def _headers(api_key: str | None) -> dict:
@@ -380,6 +473,7 @@ def connect(local, engine: Engine, window: int | None = None) -> EngineModel:
     except BackendError:
         lm.prompt_as = "text"
         pos = lm._ask(ids)
+    lm.echo = lm.echo_alignment(ids, pos)
     named = sum(math.exp(v) for v in pos.named.values())
     if named < 0.5 * (named + pos.unnamed):
         raise EngineError(f"the engine named most of its top tokens outside the local vocabulary: it must serve "

@@ -35,11 +35,19 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent.backends import BackendError, BackendReply, OnToken, Settings, observed
 from agent.budget import Usage
-from agent.llm.server_info import MAX_MODELS, ServerInfo, tool_choice, window_from_models, window_from_props
+from agent.llm.server_info import (
+    MAX_MODELS,
+    ServerInfo,
+    is_llama_cpp_python,
+    streams,
+    tool_choice,
+    window_from_models,
+    window_from_props,
+)
 from agent.messages import ToolCall
 from agent.template import Prompt, stop_sequences, wire_messages
 
@@ -367,7 +375,8 @@ def _get_json(url: str, key: str | None, allow: frozenset[str]) -> object:
 
 
 def probe(server: str, model: str) -> ServerInfo:
-    """Ask the server: llama.cpp answers GET /props (n_ctx), vLLM lists max_model_len in /v1/models;
+    """Ask the server: llama.cpp answers GET /props (n_ctx), vLLM lists max_model_len in /v1/models,
+    llama-cpp-python's server names itself in /openapi.json (its window is the operator's);
     anything else is "unknown" with the operator's window (--remote-context), if any."""
     base, key, allow = _where(str(server).strip())
     v1 = api_base(base)
@@ -377,6 +386,8 @@ def probe(server: str, model: str) -> ServerInfo:
     n = window_from_models(_get_json(v1 + "/models", key, allow), model)
     if n:
         return ServerInfo("vLLM", n, "/v1/models max_model_len")
+    if is_llama_cpp_python(_get_json(v1.removesuffix("/v1") + "/openapi.json", key, allow)):
+        return replace(_operator_info(), kind="llama-cpp-python")
     return _operator_info()
 
 
@@ -459,6 +470,9 @@ class OpenAIBackend:
             body["tools"] = tools
             names = tuple(t["function"]["name"] for t in tools)
             body["tool_choice"] = tool_choice(self.info.kind, names, settings.constrained, not observed(prompt))[0]
+            if not streams(self.info.kind, body["tool_choice"]):
+                body["stream"] = False  # the whole reply at once (complete() reads either)
+                del body["stream_options"]
         if stop_sequences(prompt.fmt):
             body["stop"] = list(stop_sequences(prompt.fmt))
         return body

@@ -3,7 +3,12 @@
 What it knows:
   ServerInfo          a server's kind ("llama.cpp", "vLLM", "unknown") and context window, with
                       where the window came from (llama.cpp's GET /props n_ctx, vLLM's GET
-                      /v1/models max_model_len, or the operator's --remote-context).
+                      /v1/models max_model_len, or the operator's --remote-context); llama-cpp-python's
+                      server is "llama-cpp-python" (is_llama_cpp_python: its OpenAPI title), with the
+                      operator's window, since it states none.
+  tool_choice         the request's tool_choice for "Constrained tool calls", and what the page says.
+  streams             whether a request may stream (llama-cpp-python's function-calling format
+                      answers a streamed "auto" request with no event).
   serves_bundled      whether the served model is the lab's bundled one (its tokenizer then counts).
 
 What it does not know: how to reach a server (agent.llm.remote asks, under its guard), the loop,
@@ -19,8 +24,8 @@ MAX_MODELS = 200
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """What the lab learnt about a server: its kind ("llama.cpp", "vLLM" or "unknown": the
-    constraint it understands) and its context window, with where that number came from."""
+    """What the lab learnt about a server: its kind ("llama.cpp", "llama-cpp-python", "vLLM" or
+    "unknown": the constraint it understands) and its context window, with where that number came from."""
 
     kind: str = "unknown"
     context_window: int | None = None
@@ -55,6 +60,22 @@ def window_from_models(listing: object, model: str) -> int | None:
     return int(n) if isinstance(n, int) and n > 0 else None
 
 
+LLAMA_CPP_PYTHON_TITLE = "llama.cpp Python API"  # llama-cpp-python's server names itself so in its OpenAPI
+
+
+def is_llama_cpp_python(openapi: object) -> bool:
+    """llama-cpp-python's server (no /props, no window in /v1/models) by its OpenAPI title; it
+    constrains a call to a named function as llama.cpp's own server does, and cannot stream a reply
+    that may choose a tool (see `streams`).
+
+    >>> is_llama_cpp_python({"info": {"title": "🦙 llama.cpp Python API"}}), is_llama_cpp_python({"info": 3})
+    (True, False)
+    """
+    info = openapi.get("info") if isinstance(openapi, dict) else None
+    title = info.get("title") if isinstance(info, dict) else None
+    return isinstance(title, str) and LLAMA_CPP_PYTHON_TITLE in title
+
+
 def serves_bundled(model_id: str, bundled_name: str) -> bool:
     """Whether a server's model id names the lab's bundled model (its tokenizer then counts).
 
@@ -68,6 +89,20 @@ def serves_bundled(model_id: str, bundled_name: str) -> bool:
     def norm(name: str) -> str:
         return "".join(ch for ch in str(name).lower() if ch.isalnum())
     return bool(norm(bundled_name)) and norm(bundled_name) in norm(model_id)
+
+
+LLAMA_KINDS = ("llama.cpp", "llama-cpp-python")  # both constrain a call to one named function
+
+
+def streams(kind: str, choice: object) -> bool:
+    """Whether the request may ask for a stream. llama-cpp-python's chatml-function-calling format
+    raises "Automatic streaming tool choice is not supported" when a streamed request lets the model
+    choose a tool (the client sees HTTP 200 and no event), so such a request asks for the whole reply.
+
+    >>> streams("llama-cpp-python", "auto"), streams("llama-cpp-python", {"type": "function"}), streams("vLLM", "auto")
+    (False, True, True)
+    """
+    return not (kind == "llama-cpp-python" and choice == "auto")
 
 
 def tool_choice(kind: str, tools: tuple[str, ...], constrained: bool, required: bool) -> tuple[object, str]:
@@ -87,10 +122,10 @@ def tool_choice(kind: str, tools: tuple[str, ...], constrained: bool, required: 
         return ("required" if required else "auto"), (
             'server-side: tool_choice "required" (vLLM\'s guided decoding: a call must come)' if required else
             'server-side: tool_choice "auto" after a tool result (the answer may come), as the local grammar')
-    if kind == "llama.cpp" and required and len(tools) == 1:
+    if kind in LLAMA_KINDS and required and len(tools) == 1:
         return ({"type": "function", "function": {"name": tools[0]}},
                 f"server-side: tool_choice names {tools[0]} (llama.cpp's grammar for that one function)")
-    if kind == "llama.cpp":
+    if kind in LLAMA_KINDS:
         why = (f"llama.cpp constrains a call only to one named function, and {len(tools)} tools are offered"
                if required else "after a tool result nothing is forced, as the local grammar")
         return "auto", f"no effect on this call: {why}"

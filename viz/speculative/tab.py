@@ -60,12 +60,24 @@ class Settings:
                         c["seed"].check(seed))
 
 
-class Tab:
-    """The loaded models and the drafts they make; one per app, shared by every session."""
+ENGINE_NOTE = ("The target is the engine ({label}): at each position its top {k} tokens, renormalised, as "
+               "on the Sampling tab, so the output follows that top-K distribution. One request verifies a "
+               "round (the drafted tokens echoed with their logprobs). The drafts run on the local model. "
+               "Plain decoding is the engine's own: the same tokens in one request, with no round trip per "
+               "token, so the speedup also pays the rounds' HTTP requests.")
 
-    def __init__(self, lm, draft_lm=None):
+
+class Tab:
+    """The loaded models and the drafts they make; one per app, shared by every session. `target`
+    verifies (default: the local model; app.py --engine: the engine, agent.llm.engine); the drafts
+    always run on the local model `lm`, whose tokenizer the engine shares."""
+
+    def __init__(self, lm, draft_lm=None, target=None):
         self.lm, self.draft_lm = lm, draft_lm
+        self.target = lm if target is None else target
         self.choices = draft_choices(draft_lm)
+        engine = getattr(self.target, "engine", None)
+        self.target_note = "" if engine is None else ENGINE_NOTE.format(label=engine.label, k=engine.top_k)
 
     def draft(self, s: Settings) -> speculative.Draft:
         if s.draft == EARLY_EXIT:
@@ -84,7 +96,7 @@ class Tab:
         return speculative.Decoding(tuple(ids), seed=seed)
 
     def advance(self, d: speculative.Decoding, s: Settings, limit: int) -> speculative.Decoding:
-        return speculative.advance(d, self.draft(s), self.lm.tail_logits, s.gamma, s.config,
+        return speculative.advance(d, self.draft(s), self.target.tail_logits, s.gamma, s.config,
                                    self.lm.eos_token_ids, limit)
 
 
@@ -128,7 +140,7 @@ def render(tab: Tab, v: Views, d: speculative.Decoding | None, s: Settings | Non
     prompt_text = tab.lm.decode(d.prompt_ids)
     return {v.state: d, v.text: views.continuation(prompt_text, strings, d.out, d.how, d.ended),
             v.rounds: views.rounds(d.rounds, strings),
-            v.stats: views.stats(d.stats, gamma, expected, name, d.ended), v.message: _message(note)}
+            v.stats: views.stats(d.stats, gamma, expected, name, d.ended, tab.target_note), v.message: _message(note)}
 
 
 def _message(text: str) -> str:
@@ -158,7 +170,7 @@ def on_run(tab: Tab, v: Views, prompt, tokens, *settings) -> dict:
         d = tab.start(prompt, s.seed)
         while len(d.out) < n and not d.ended:
             d = tab.advance(d, s, n)
-        plain = tab.lm.plain_decode_seconds(d.prompt_ids, d.out)
+        plain = tab.target.plain_decode_seconds(d.prompt_ids, d.out)
         d = replace(d, stats=replace(d.stats, plain_seconds=plain))
         return render(tab, v, d, s)
     except ValueError as e:
@@ -224,9 +236,9 @@ def layout(tab: Tab) -> tuple[Controls, Views]:
     return controls, Views(state, text, rounds, stats, message)
 
 
-def build(lm, draft_lm=None) -> None:
-    """The tab's layout and listeners, inside an open gr.Tab."""
-    tab = Tab(lm, draft_lm)
+def build(lm, draft_lm=None, target=None) -> None:
+    """The tab's layout and listeners, inside an open gr.Tab (`target`: Tab's)."""
+    tab = Tab(lm, draft_lm, target)
     c, v = layout(tab)
     outs = [v.state, v.text, v.rounds, v.stats, v.message]
     # Its drafts and verify passes are rows of the batcher's steps (shared with every session's

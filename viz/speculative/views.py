@@ -136,9 +136,10 @@ def rounds(views, token_strings) -> str:
     return "".join(blocks)
 
 
-def stats(s, gamma: int, expected: float, draft_name: str, ended: bool = False) -> str:
+def stats(s, gamma: int, expected: float, draft_name: str, ended: bool = False, target_note: str = "") -> str:
     """α, tokens per target pass, passes, draft steps, wall time and the measured speedup; `ended`:
-    the emitted count stopped at the model's end of sequence, not at Tokens to run."""
+    the emitted count stopped at the model's end of sequence, not at Tokens to run; `target_note`:
+    what the target is where it is not the local model (an engine)."""
     speed = ("press <b>Run</b> to measure" if s.speedup is None else
              f"<b>{s.speedup:.2f}×</b> ({1000 * s.plain_seconds:.0f} ms plain vs {1000 * s.seconds:.0f} ms)")
     facts = (("acceptance rate α", f"{_pct(s.alpha)} ({s.accepted} of {s.drafted})"),
@@ -153,4 +154,4 @@ def stats(s, gamma: int, expected: float, draft_name: str, ended: bool = False) 
     return (f'<table class="spec-stats-table"><caption>{esc(draft_name)}, γ = {gamma}</caption>{rows}</table>'
             f'<div class="spec-note">Papers: {esc(PAPERS)}. The draft must be cheap <i>and</i> agree with '
             "the target: drafting pays only when α is high and a draft step costs far less than a target pass."
-            "</div>")
+            "</div>" + (f'<div class="spec-note spec-target">{esc(target_note)}</div>' if target_note else ""))
