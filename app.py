@@ -4,7 +4,7 @@ and how an agent loop runs tools (ReAct loop tab).
     python app.py                      # the bundled SmolLM2-135M-Instruct, http://127.0.0.1:7860
     python app.py --model PATH|HUB_ID  # any causal LM: a .gguf file, a local folder or a hub id
     python app.py --remote ollama=http://127.0.0.1:11434/v1   # OpenAI-compatible servers offered
-    python app.py --engine http://127.0.0.1:8080   # the Sampling tab's distribution from an engine
+    python app.py --engine http://127.0.0.1:8080   # the Sampling and Speculative tabs on an engine
 
 Where the server may connect (agent.llm.remote, docs/DEPLOY.md): only to the servers listed with
 --remote; a visitor may type a free server URL only in local mode (bound to loopback, SPACE_ID
@@ -208,7 +208,8 @@ ENV_FLAGS = (
      "the context window (tokens) of a server whose model info does not say it (llama.cpp's /props and "
      "vLLM's /v1/models do; default: $REACT_LAB_REMOTE_CONTEXT, else none)"),
     ("--engine", "REACT_LAB_ENGINE", "",
-     "an inference engine for the Sampling tab's next-token distribution: a URL or a --remote label of an "
+     "an inference engine for the Sampling tab's next-token distribution and the Speculative tab's target "
+     "(its drafts stay local): a URL or a --remote label of an "
      "OpenAI-compatible server with /v1/completions logprobs (llama-cpp-python's server, vLLM, llama-server) "
      "serving a model with the local model's tokenizer (default: $REACT_LAB_ENGINE, else the local model)"),
     ("--engine-model", "REACT_LAB_ENGINE_MODEL", "",

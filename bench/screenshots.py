@@ -2,10 +2,12 @@
 projector) — for README and docs/.
 
     .venv/bin/python bench/screenshots.py            # writes docs/*.png
+    .venv/bin/python bench/screenshots.py --scenes sampling-tour react-tour speculative-tour
 
 Launches the app in this process on a free loopback port, drives it in Debian's headless Chromium
 like a person (Greedy a few times, a constraint on, Next through the Berlin run), and saves:
-docs/{sampling,react,speculative,react-tuned,post-training}-tab{,-dark,-1280}.png.
+docs/{sampling,react,speculative,react-tuned,post-training,sampling-tour,react-tour,
+speculative-tour}-tab{,-dark,-1280}.png.
 """
 
 from __future__ import annotations
@@ -75,14 +77,46 @@ def post_training_scene(page) -> None:
     page.wait_for_timeout(800)
 
 
+def sampling_tour_scene(page) -> None:
+    """A tour stop with the sliders it set and the chart (issue 23: one screen at 1280×720)."""
+    page.get_by_role("tab", name="Sampling").click()
+    page.get_by_text("Guided tour (lecture order)").click()
+    for _ in range(2):
+        page.get_by_role("button", name="Next stop ▶").first.click()
+        page.wait_for_timeout(1200)
+
+
+def react_tour_scene(page) -> None:
+    page.get_by_role("tab", name="ReAct loop").click()
+    page.get_by_text("Guided tour: CoT vs ReAct").click()
+    page.locator("#react-tour-box").get_by_role("button", name="Next stop ▶").click()
+    page.wait_for_timeout(1500)
+
+
+def speculative_tour_scene(page) -> None:
+    page.get_by_role("tab", name="Speculative decoding").click()
+    page.get_by_text("Guided tour: draft → verify").click()
+    page.locator("#spec-tour-box").get_by_role("button", name="Next stop ▶").click()
+    page.wait_for_timeout(1200)
+
+
 SCENES = (("sampling", sampling_scene), ("react", react_scene), ("speculative", speculative_scene),
-          ("react-tuned", tuned_scene), ("post-training", post_training_scene))
+          ("react-tuned", tuned_scene), ("post-training", post_training_scene),
+          ("sampling-tour", sampling_tour_scene), ("react-tour", react_tour_scene),
+          ("speculative-tour", speculative_tour_scene))
 SCROLLED = ("post-training",)  # shot where the scene left the page, not from its top
 VIEWS = ((1920, 1080, False, ""), (1920, 1080, True, "-dark"), (1280, 720, False, "-1280"))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     from playwright.sync_api import sync_playwright
+
+    names = [n for n, _ in SCENES]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scenes", nargs="+", choices=names, default=names, help="default: every scene")
+    scenes = [(n, f) for n, f in SCENES if n in parser.parse_args(argv).scenes]
 
     import app
     from agent.llm.model import load_model
@@ -104,7 +138,7 @@ def main() -> int:
                 page.get_by_role("tab", name="Sampling").wait_for(timeout=60_000)
                 if dark:
                     page.get_by_role("button", name="Dark").click()
-                for name, scene in SCENES:
+                for name, scene in scenes:
                     scene(page)
                     if name not in SCROLLED:
                         page.evaluate("window.scrollTo(0, 0)")

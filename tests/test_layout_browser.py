@@ -127,3 +127,60 @@ def test_speculative_tab_fits_a_projector(small_page):
     page.get_by_role("button", name="Draft and verify").click()
     page.locator("#spec-rounds .spec-round").first.wait_for(timeout=120_000)
     check_first_screen(controls, boxes(page, {"the text": page.locator("#spec-text")}))
+
+
+def test_a_sampling_tour_stop_the_sliders_and_the_chart_share_the_first_screen(small_page):
+    """Issue 23, item 8: the tour opens above the sliders it moves, beside the chart."""
+    page = small_page
+    page.get_by_role("tab", name="Sampling").click()
+    page.locator("#next-token-chart .ntc-row.tok-row").first.wait_for(timeout=30_000)
+    page.get_by_text("Guided tour (lecture order)").click()
+    page.get_by_role("button", name="Next stop ▶").first.click()
+    expect_text(page.locator("#sampling-tour"), "1 · Softmax")
+    controls = boxes(page, {"the stop": page.locator("#sampling-tour"),
+                            "Temperature": page.get_by_role("slider", name="Temperature")})
+    check_first_screen(controls, boxes(page, {"the chart": page.locator("#next-token-chart .ntc")}))
+
+
+def test_a_react_tour_stop_and_the_views_share_the_first_screen(small_page):
+    page = small_page
+    page.get_by_role("tab", name="ReAct loop").click()
+    page.get_by_text("Guided tour: CoT vs ReAct").click()
+    page.locator("#react-tour-box").get_by_role("button", name="Next stop ▶").click()
+    expect_text(page.locator("#react-tour"), "CoT vs ReAct")
+    controls = boxes(page, {"the stop": page.locator("#react-tour"),
+                            "Next": page.get_by_role("button", name="Next", exact=True)})
+    check_first_screen(controls, boxes(page, {"the pseudo-code": page.locator("#react-pseudocode"),
+                                              "the history": page.locator("#react-history")}))
+
+
+def test_your_own_numbers_sit_under_the_chart_beside_the_sliders(small_page):
+    """Issue 23, item 8: not at the page's bottom, away from the sliders that apply to them."""
+    page = small_page
+    page.get_by_role("tab", name="Sampling").click()
+    chart = page.locator("#next-token-chart .ntc")
+    chart.wait_for(timeout=30_000)
+    own = page.locator("#own-numbers-box")
+    c, o = chart.bounding_box(), own.bounding_box()
+    slider = page.get_by_role("slider", name="Temperature").bounding_box()
+    assert o["x"] > slider["x"] + slider["width"], "the fold is not in the column beside the sliders"
+    sample_n = page.get_by_role("button", name="Sample ×N").bounding_box()
+    assert c["y"] + c["height"] <= o["y"] < sample_n["y"], "the fold is not between the chart and Sample ×N"
+
+
+def expect_text(locator, text: str) -> None:
+    from playwright.sync_api import expect
+
+    expect(locator).to_contain_text(text, timeout=30_000)
+
+
+def test_a_speculative_tour_stop_and_the_settings_it_sets_share_the_first_screen(small_page):
+    page = small_page
+    page.get_by_role("tab", name="Speculative decoding").click()
+    page.get_by_text("Guided tour: draft → verify").click()
+    page.locator("#spec-tour-box").get_by_role("button", name="Next stop ▶").click()
+    page.locator("#spec-tour").get_by_text("1 ·").first.wait_for(timeout=30_000)
+    controls = boxes(page, {"the stop": page.locator("#spec-tour"),
+                            "Draft and verify": page.get_by_role("button", name="Draft and verify"),
+                            "γ": page.get_by_role("slider", name="γ (drafted tokens per round)")})
+    check_first_screen(controls, {})

@@ -303,9 +303,9 @@ body { font-size: var(--body-text-size); }
 @media (min-width: 1000px) and (max-width: 1500px) {
   #react-views > .column { min-width: 0 !important; }
 }
-/* Lecture mode on a short projector (1280×720): Next, an approval that waits, then the pseudo-code,
-   the history, the run controls (compact) and the template view on the first screen; the scrub
-   slider and the tour below them. */
+/* Lecture mode on a short projector (1280×720): Next, an approval that waits (or the tour, once
+   opened), then the pseudo-code, the history, the run controls (compact) and the template view on
+   the first screen; the scrub slider and a closed tour below them. */
 @media (max-height: 820px) {
   #react-controls:not(.rl-desk *) {
     --block-label-text-size: 16px; --block-title-text-size: 16px; --input-text-size: 17px;
@@ -315,7 +315,16 @@ body { font-size: var(--body-text-size); }
   #react-approval:not(.rl-desk *) { order: -3; }
   #react-message:not(.rl-desk *) { order: -2; }
   #react-views:not(.rl-desk *) { order: -1; }
+  /* an open tour comes up above the views it talks about: its stop and the views share the screen */
+  #react-tour-box:not(.rl-desk *):has(.label-wrap.open) { order: -3; }
   #react-buttons:not(.rl-desk *) button { min-height: 0; padding: 0.2em 0.4em; white-space: nowrap; }
+  /* a tour stop, compact above the view it talks about */
+  #sampling-tour:not(.rl-desk *) *, #spec-tour:not(.rl-desk *) * { font-size: 15px !important;
+    line-height: 1.35 !important; }
+  #sampling-tour:not(.rl-desk *) p, #spec-tour:not(.rl-desk *) p { margin: 0.1em 0 !important; }
+  #sampling-tour:not(.rl-desk *) blockquote, #spec-tour:not(.rl-desk *) blockquote { margin: 0.15em 0 !important;
+    padding: 0.05em 0.6em !important; }
+  .rl-tour-hint:not(.rl-desk *) * { font-size: 14px !important; line-height: 1.3 !important; }
   .rp:not(.rl-desk *) { font-size: 15px; }
   .rt:not(.rl-desk *), .rt-text:not(.rl-desk *) { font-size: 14px; }
   .rt-scroll:not(.rl-desk *) { max-height: 44vh; }

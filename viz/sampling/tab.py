@@ -345,7 +345,8 @@ def on_tour(lm, ui, delta, tour_at, state, prompt, mode, temperature, top_k, top
     except (cont.PromptError, GrammarError, ConstraintViolation, ValueError) as exc:
         return failed(ui, exc)
     now = dict(zip(SETTINGS, (temperature, top_k, top_p, min_p), strict=True))
-    return {ui.tour_md: tour.stop_markdown(tour.SAMPLING_TOUR, i), ui.tour_at: i, ui.prompt: prompt, ui.mode: mode,
+    return {ui.tour_md: gr.update(value=tour.stop_markdown(tour.SAMPLING_TOUR, i), visible=True), ui.tour_at: i,
+            ui.prompt: prompt, ui.mode: mode,
             **{getattr(ui, k): settings.get(k, v) for k, v in now.items()},
             ui.n_bars: SAMPLING["n_bars"].default, ui.axis: AXES[0], ui.constraint: name, **shown(lm, ui, new)}
 
@@ -473,19 +474,20 @@ def _explanations(vocab_size: int) -> None:
 
 
 def _settings_column(vocab_size: int, weights_choices: tuple[str, ...], weights: str) -> dict:
-    """The sliders first (on a projector's first screen beside the chart), then the presets that
-    set them, the tour, the formulas and the rest."""
+    """The tour (folded), the sliders (on a projector's first screen beside the chart), the presets that
+    set them, the formulas and the rest. The tour's buttons open above the sliders they move, and a
+    stop's text shows above the chart, so the three share a 1280×720 screen."""
+    with gr.Accordion("Guided tour (lecture order)", open=False, elem_id="sampling-tour-box"):
+        gr.Markdown("Softmax → temperature → top-k → top-p → constrained decoding; each stop's text "
+                    "shows above the chart.", elem_classes="rl-tour-hint")
+        with gr.Row():
+            tour_prev = gr.Button("◀ Previous stop", size="sm", min_width=120)
+            tour_next = gr.Button("Next stop ▶", size="sm", variant="primary", min_width=120)
     temperature, top_k, top_p, min_p = (slider(SAMPLING[name]) for name in SETTINGS)
     constraint = gr.Dropdown(CONSTRAINT_CHOICES, value=NO_CONSTRAINT, label="Constraint")
     local_weights = gr.Dropdown(list(weights_choices), value=weights, label="Local weights", elem_id="sampling-weights",
                                 info="trajectory-tuned: see how tuning moved P, e.g. after <tool_call>")
     gr.HTML(_use_cases_html(), elem_id="sampling-presets", js_on_load=PRESETS_JS, css_template=PRESETS_CSS)
-    with gr.Accordion("Guided tour (lecture order)", open=False):
-        tour_md = gr.Markdown("Press **Next stop** to begin: softmax → temperature → top-k → top-p → "
-                              "constrained decoding.", elem_id="sampling-tour")
-        with gr.Row():
-            tour_prev = gr.Button("◀ Previous stop", size="sm")
-            tour_next = gr.Button("Next stop ▶", size="sm", variant="primary")
     _explanations(vocab_size)
     with gr.Accordion("Custom grammar", open=False) as custom_box:
         kind = gr.Radio(list(KIND_LABELS.values()), value=KIND_LABELS["regex"], label="Grammar kind")
@@ -498,13 +500,16 @@ def _settings_column(vocab_size: int, weights_choices: tuple[str, ...], weights:
     with gr.Row():
         link_btn = gr.Button("Link to this view", size="sm", elem_id="sampling-link-btn")
     link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="sampling-link")
-    return dict(tour_md=tour_md, tour_prev=tour_prev, tour_next=tour_next, temperature=temperature, top_k=top_k,
+    return dict(tour_prev=tour_prev, tour_next=tour_next, temperature=temperature, top_k=top_k,
                 top_p=top_p, min_p=min_p, constraint=constraint, weights=local_weights, custom_box=custom_box,
                 kind=kind, source=source,
                 apply=apply, n_bars=n_bars, axis=axis, seed=seed, link_btn=link_btn, link_box=link_box)
 
 
 def _views_column(lm, first, tokens_url: str) -> dict:
+    """The tour's stop (shown once a tour starts), the continuation, the step buttons, the chart, your
+    own numbers, N draws, asking vs enforcing."""
+    tour_md = gr.Markdown("", elem_id="sampling-tour", visible=False)  # above the chart it talks about
     msg = gr.HTML("", elem_id="sampling-message")
     continuation = gr.HTML(continuation_html(lm, first), elem_id="continuation")
     with gr.Row(elem_id="sampling-buttons"):
@@ -514,6 +519,7 @@ def _views_column(lm, first, tokens_url: str) -> dict:
         reroll_btn = gr.Button("New draw u", elem_id="btn-reroll")
     chart = _chart(chart_value(lm, first), "next-token-chart", "sampling-readout",
                    "constraint-readout", tokens_url, True)
+    own = _own_numbers(tokens_url)  # under the chart, beside the sliders that apply to it too
     with gr.Row():
         n_draws = number_box(SAMPLING["n_draws"])
         many_btn = gr.Button("Sample ×N", elem_id="btn-sample-n")
@@ -532,17 +538,18 @@ def _views_column(lm, first, tokens_url: str) -> dict:
         asking = gr.HTML("", elem_id="asking-vs-enforcing")
     with gr.Accordion("The exact string sent to the model", open=False):
         prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string", interactive=False)
-    return dict(prompt_string=prompt_string, msg=msg, continuation=continuation, sample_btn=sample_btn,
+    return own | dict(tour_md=tour_md, prompt_string=prompt_string, msg=msg, continuation=continuation,
+                      sample_btn=sample_btn,
                 greedy_btn=greedy_btn,
                 back_btn=back_btn, reroll_btn=reroll_btn, chart=chart, n_draws=n_draws, many_btn=many_btn,
                 hist=hist, n_runs=n_runs, ask_btn=ask_btn, stop_btn=stop_btn, asking=asking)
 
 
 def _own_numbers(tokens_url: str) -> dict:
-    with gr.Accordion("Your own numbers", open=False):
+    with gr.Accordion("Your own numbers", open=False, elem_id="own-numbers-box"):
         gr.Markdown(
             "Type logits or probabilities, e.g. the lecture's `0.4, 0.3, 0.25, 0.03, 0.02`, and see every "
-            "stage exactly as for the model, under the same sliders. Probabilities that do not sum to 1 "
+            "stage exactly as for the model, under the same sliders (left). Probabilities that do not sum to 1 "
             "are normalised. Tokens are named #1, #2, … in the order typed."
         )
         with gr.Row():
@@ -565,7 +572,6 @@ def layout(lm, first: cont.Continuation, tokens_url: str) -> Controls:
             parts |= _settings_column(lm.vocab_size, lm.weights_choices, first.weights)
         with gr.Column(scale=7):
             parts |= _views_column(lm, first, tokens_url)
-    parts |= _own_numbers(tokens_url)
     parts["pick"] = gr.Textbox(elem_id="token-pick", elem_classes="rl-offscreen", label="picked token",
                                container=False)
     return Controls(**parts)

@@ -177,8 +177,9 @@ def on_run(tab: Tab, v: Views, prompt, tokens, *settings) -> dict:
         return {v.message: _message(str(e))}
 
 
-def on_tour(c: Controls, md: gr.Markdown, at: gr.State, delta: int, tour_at) -> dict:
-    """Previous / Next stop: the stop's lecture lines, and the controls every stop up to it set."""
+def on_tour(c: Controls, t: TourBox, delta: int, tour_at) -> dict:
+    """Previous / Next stop: the stop's lecture lines in the introduction's place, and the controls
+    every stop up to it set."""
     i = max(0, min(len(tour.SPECULATIVE_TOUR) - 1, int(tour_at) + delta))
     settings: dict = {}
     for stop in tour.SPECULATIVE_TOUR[: i + 1]:
@@ -186,27 +187,42 @@ def on_tour(c: Controls, md: gr.Markdown, at: gr.State, delta: int, tour_at) -> 
     fields = {"draft": c.draft, "layers": c.layers, "gamma": c.gamma, "temperature": c.temperature,
               "top_k": c.top_k, "top_p": c.top_p}
     values = {fields[k]: DRAFTS[v] if k == "draft" else v for k, v in settings.items()}
-    return {md: tour.stop_markdown(tour.SPECULATIVE_TOUR, i), at: i, **values}
+    return {t.md: gr.update(value=tour.stop_markdown(tour.SPECULATIVE_TOUR, i), visible=True),
+            t.intro: gr.update(visible=False), t.at: i, **values}
 
 
-def _tour(c: Controls) -> None:
-    """The guided tour, under the results (the tour sets the controls above it)."""
-    with gr.Accordion("Guided tour: draft → verify → an unchanged distribution → when drafting pays",
-                      open=False, elem_id="spec-tour-box"):
-        md = gr.Markdown("Press **Next stop** to begin.", elem_id="spec-tour")
+@dataclass
+class TourBox:
+    intro: gr.HTML  # the tab's introduction: a stop's text takes its place
+    md: gr.Markdown
+    prev: gr.Button
+    next: gr.Button
+    at: gr.State
+
+
+def _tour_buttons() -> tuple[gr.Button, gr.Button]:
+    """The guided tour's buttons, folded under the Draft controls; a stop's text replaces the
+    introduction above the prompt, so it, the settings it sets and the rounds share one 1280×720
+    screen."""
+    with gr.Accordion("Guided tour: draft → verify", open=False, elem_id="spec-tour-box"):
+        gr.Markdown("Four stops; each stop's text shows above the prompt.", elem_classes="rl-tour-hint")
         with gr.Row():
-            prev = gr.Button("◀ Previous stop", size="sm")
-            nxt = gr.Button("Next stop ▶", size="sm", variant="primary")
-    at = gr.State(-1)
-    outs = [md, at, c.draft, c.layers, c.gamma, c.temperature, c.top_k, c.top_p]
-    nxt.click(partial(on_tour, c, md, at, 1), at, outs, api_name=False)
-    prev.click(partial(on_tour, c, md, at, -1), at, outs, api_name=False)
+            prev = gr.Button("◀ Previous stop", size="sm", min_width=120)
+            nxt = gr.Button("Next stop ▶", size="sm", variant="primary", min_width=120)
+    return prev, nxt
 
 
-def layout(tab: Tab) -> tuple[Controls, Views]:
+def _wire_tour(c: Controls, t: TourBox) -> None:
+    outs = [t.md, t.intro, t.at, c.draft, c.layers, c.gamma, c.temperature, c.top_k, c.top_p]
+    t.next.click(partial(on_tour, c, t, 1), t.at, outs, api_name=False)
+    t.prev.click(partial(on_tour, c, t, -1), t.at, outs, api_name=False)
+
+
+def layout(tab: Tab) -> tuple[Controls, Views, TourBox]:
     n_layers, default_layers = tab.lm.num_layers, min(SPECULATIVE["layers"].default, tab.lm.num_layers - 1)
-    gr.HTML(views.intro(n_layers, default_layers), js_on_load=None, css_template=views.CSS)
-    with gr.Row(equal_height=True, elem_id="spec-prompt-row"):
+    intro = gr.HTML(views.intro(n_layers, default_layers), js_on_load=None, css_template=views.CSS)
+    tour_md = gr.Markdown("", elem_id="spec-tour", visible=False)
+    with gr.Row(equal_height=False, elem_id="spec-prompt-row"):  # the buttons keep their height
         with gr.Column(scale=4):  # the buttons under the prompt: the results start on a projector's first screen
             prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_length=continuation.MAX_PROMPT_CHARS,
                                 elem_id="spec-prompt")
@@ -218,6 +234,7 @@ def layout(tab: Tab) -> tuple[Controls, Views]:
             draft = gr.Dropdown(tab.choices, value=EARLY_EXIT, label="Draft")
             c = SPECULATIVE["layers"]
             layers = slider(c, default_layers, high=n_layers - 1, label=f"{c.label} (of {n_layers})")
+            tour_prev, tour_next = _tour_buttons()
     with gr.Row(equal_height=True, elem_id="spec-settings-row"):
         gamma, temperature, top_k, top_p = (slider(SPECULATIVE[n]) for n in ("gamma", "temperature", "top_k", "top_p"))
         tokens = slider(SPECULATIVE["tokens"])
@@ -233,13 +250,14 @@ def layout(tab: Tab) -> tuple[Controls, Views]:
     state = gr.State(None, time_to_live=SESSION_TTL_S)
     controls = Controls(prompt, draft, layers, gamma, temperature, top_k, top_p, seed, tokens,
                         round_btn, run_btn, reset_btn)
-    return controls, Views(state, text, rounds, stats, message)
+    return controls, Views(state, text, rounds, stats, message), TourBox(intro, tour_md, tour_prev, tour_next,
+                                                                          gr.State(-1))
 
 
 def build(lm, draft_lm=None, target=None) -> None:
     """The tab's layout and listeners, inside an open gr.Tab (`target`: Tab's)."""
     tab = Tab(lm, draft_lm, target)
-    c, v = layout(tab)
+    c, v, tour_box = layout(tab)
     outs = [v.state, v.text, v.rounds, v.stats, v.message]
     # Its drafts and verify passes are rows of the batcher's steps (shared with every session's
     # decode); a run is long (rounds, then the plain baseline), so two sessions run at a time.
@@ -249,4 +267,4 @@ def build(lm, draft_lm=None, target=None) -> None:
     c.run_btn.click(partial(on_run, tab, v), [c.prompt, c.tokens, *c.settings()], outs,
                     api_name="spec_run", **model_event)
     c.reset_btn.click(partial(render, tab, v, None, None), None, outs, api_name="spec_reset")
-    _tour(c)
+    _wire_tour(c, tour_box)
