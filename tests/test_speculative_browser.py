@@ -21,7 +21,7 @@ def test_one_round_shows_each_drafted_position_and_the_stats(page):
     assert re.search(r"target passes\s+1\b", stats)
     assert re.search(r"acceptance rate α\s+[\d.]+% \(\d of \d\)", stats)
     assert re.search(r"emitted\s+(\d+) = \d+ accepted \+ \d+ resampled \+ \d+ bonus", stats)
-    assert page.locator("#spec-text .spec-prompt").inner_text().startswith("Berlin is the capital")
+    assert page.locator("#spec-text .spec-prompt").inner_text().startswith("Here is a list of countries")
 
 
 def test_prompt_lookup_round_and_a_bad_gamma_through_the_api_gets_a_message(page, app_url):

@@ -325,6 +325,8 @@ body { font-size: var(--body-text-size); }
   #sampling-tour:not(.rl-desk *) blockquote, #spec-tour:not(.rl-desk *) blockquote { margin: 0.15em 0 !important;
     padding: 0.05em 0.6em !important; }
   .rl-tour-hint:not(.rl-desk *) * { font-size: 14px !important; line-height: 1.3 !important; }
+  /* the Speculative prompt (a five-line list) in a compact font: the rounds stay on the first screen */
+  #spec-prompt:not(.rl-desk *) textarea { font-size: 15px; line-height: 1.3; }
   .rp:not(.rl-desk *) { font-size: 15px; }
   .rt:not(.rl-desk *), .rt-text:not(.rl-desk *) { font-size: 14px; }
   .rt-scroll:not(.rl-desk *) { max-height: 44vh; }

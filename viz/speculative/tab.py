@@ -27,8 +27,10 @@ from viz.speculative import views
 
 EARLY_EXIT = "Early exit (first L layers of the model)"
 PROMPT_LOOKUP = "Prompt lookup (n-grams copied from the context)"
-DEFAULT_PROMPT = ("Berlin is the capital of Germany. Paris is the capital of France. Rome is the capital of "
-                  "Italy. Madrid is the capital of Spain. Berlin is the capital of")
+# A pattern the model goes on with at T = 0 (" Spain: Madrid\n- United Kingdom: London\n- …", its own
+# facts, right or wrong): repeated structure is where a draft is right most often. The capitals prose
+# shown before continued "\n\nThe answer is: 2" three times (issue 23).
+DEFAULT_PROMPT = "Here is a list of countries and their capitals:\n- Germany: Berlin\n- France: Paris\n- Italy: Rome\n-"
 DRAFTS = {"early-exit": EARLY_EXIT, "prompt-lookup": PROMPT_LOOKUP}  # stable name → label (the tour)
 MAX_TOKENS = 256  # Draft and verify continues up to this many tokens
 SESSION_TTL_S = 1800  # a speculative session is forgotten 30 minutes after its last use

@@ -63,6 +63,10 @@ def intro(n_layers: int, layers: int) -> str:
         "a draft many times smaller than its target (T5-small for T5-XXL) with a high acceptance "
         "rate α. Lower L makes drafting cheaper but α smaller; Prompt lookup drafts for free by "
         "copying n-grams from the prompt.</p>"
+        "<p>The default prompt is a pattern (a list of capitals) that the model goes on with, its own "
+        "facts right or wrong: repeated structure is where a draft is right most often, and where Prompt "
+        "lookup finds its n-grams. Speculative decoding changes only the speed, so the target's mistakes "
+        "stay. Type any prompt to see α fall on text the draft cannot guess.</p>"
         "<p>At Temperature 0 both models take their argmax: a draft is kept while it equals the "
         "target's argmax, and at the first mismatch the target's argmax is emitted instead.</p></details>")
 
