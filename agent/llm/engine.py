@@ -229,6 +229,7 @@ class EngineModel:
         self.names = unique_names(local.server_names)
         self.prompt_as = "ids"
         self.echo: str | None = None  # how echoed entries line up (echo_alignment), None: not used
+        self._newline = local.encode("\n")[-1]  # appended where an echo leaves out the last position
         self._positions: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
@@ -317,13 +318,12 @@ class EngineModel:
         wanted = found[len(ids) - n + 1 - shift:len(ids) + 1 - shift] if found is not None else []
         if len(wanted) != n or any(p is None for p in wanted):
             return None
-        return [names_to_ids(sorted(pairs, key=_logprob_first)[:self.engine.top_k], self.names, self.vocab_size)[0]
-                for pairs in wanted]
+        return [self._top_k_named(pairs) for pairs in wanted]
 
     def _echo(self, sent: tuple[int, ...]) -> list | None:
         """Every echoed entry of one request for `sent`, or None (a text that reads as other ids, no echo)."""
-        prompt = list(sent) if self.prompt_as == "ids" else self.local.decode(sent)
-        if self.prompt_as != "ids" and tuple(self.local.encode(prompt)) != sent:
+        prompt, exact = self._prompt_of(sent)
+        if not exact:
             return None
         try:
             found = positions(self._post({**request_body(self.served_model, prompt, self.engine.top_k), "echo": True}))
@@ -339,15 +339,23 @@ class EngineModel:
         for name, i in (("aligned", len(ids)), ("shifted", len(ids) - 1)):
             pairs = found[i] if found is not None and i < len(found) else None
             if pairs:
-                named = names_to_ids(sorted(pairs, key=_logprob_first)[:self.engine.top_k], self.names,
-                                     self.vocab_size)[0]
+                named = self._top_k_named(pairs)
                 if max(named, key=named.get) == top and len(set(named) & set(after.named)) >= 0.8 * len(after.named):
                     return name
         return None
 
-    @property
-    def _newline(self) -> int:
-        return self.local.encode("\n")[-1]
+    def _top_k_named(self, pairs: list) -> dict[int, float]:
+        """An echoed entry as a plain position names it: the server's top K only (an echoed entry
+        also names the prompt's own token there), by local token id."""
+        return names_to_ids(sorted(pairs, key=_logprob_first)[:self.engine.top_k], self.names, self.vocab_size)[0]
+
+    def _prompt_of(self, ids: tuple[int, ...]) -> tuple[list[int] | str, bool]:
+        """What a request sends for `ids` (the ids, or their text where the server takes text only),
+        and whether the server reads exactly those ids back."""
+        if self.prompt_as == "ids":
+            return list(ids), True
+        text = self.local.decode(ids)
+        return text, tuple(self.local.encode(text)) == ids
 
     def plain_decode_seconds(self, prompt_ids: Sequence[int], continuation: Sequence[int], session=None) -> float:
         """Seconds the engine takes to decode len(continuation) tokens itself, in one greedy request
@@ -355,8 +363,7 @@ class EngineModel:
         run whose target is this engine."""
         import time
 
-        ids = self._checked(prompt_ids)
-        prompt = list(ids) if self.prompt_as == "ids" else self.local.decode(ids)
+        prompt, _ = self._prompt_of(self._checked(prompt_ids))
         body = {**request_body(self.served_model, prompt, 1), "max_tokens": max(1, len(continuation)),
                 "logprobs": None}
         start = time.perf_counter()
@@ -367,11 +374,7 @@ class EngineModel:
         return checked_token_ids(token_ids, self.context_window, self.vocab_size, "the engine's window")
 
     def _ask(self, ids: tuple[int, ...]) -> Position:
-        if self.prompt_as == "ids":
-            prompt, exact = list(ids), True
-        else:
-            prompt = self.local.decode(ids)
-            exact = tuple(self.local.encode(prompt)) == ids
+        prompt, exact = self._prompt_of(ids)
         pairs, via = top_of(self._post(request_body(self.served_model, prompt, self.engine.top_k))), self.prompt_as
         if pairs is None:
             pairs, via = self._again_without_end(prompt), f"{via}, asked again"
