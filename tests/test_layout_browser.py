@@ -184,3 +184,19 @@ def test_a_speculative_tour_stop_and_the_settings_it_sets_share_the_first_screen
                             "Draft and verify": page.get_by_role("button", name="Draft and verify"),
                             "γ": page.get_by_role("slider", name="γ (drafted tokens per round)")})
     check_first_screen(controls, {})
+
+
+@pytest.mark.parametrize("mode", ["lecture", "desk"])
+def test_the_react_scrub_rows_labels_are_whole_at_1280(small_page, mode):
+    """Issue 23: "Token boundaries" was cut to "Token bou…" in desk mode at 1280 (a 150 px column)."""
+    page = small_page
+    page.get_by_role("tab", name="ReAct loop").click()
+    if mode == "desk":
+        page.locator("#rl-mode-toggle").click()
+        page.wait_for_function("document.body.classList.contains('rl-desk')", timeout=10_000)
+    box = page.get_by_label("Token boundaries")
+    box.wait_for(state="visible", timeout=30_000)
+    text = page.locator("#react-show-tokens label span").last
+    fits = text.evaluate("el => el.scrollWidth <= el.clientWidth + 1 && el.getBoundingClientRect().right"
+                         " <= el.closest('#react-show-tokens').getBoundingClientRect().right + 1")
+    assert fits, f"the label is cut: {text.bounding_box()} in {page.locator('#react-show-tokens').bounding_box()}"

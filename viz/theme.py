@@ -26,7 +26,7 @@ body.rl-desk {
   --body-text-size: 15px; --text-md: 15px; --text-lg: 17px; --text-sm: 13px; --text-xs: 12px;
   --block-label-text-size: 14px; --block-title-text-size: 14px; --block-info-text-size: 13px;
   --input-text-size: 15px; --button-large-text-size: 16px; --button-small-text-size: 13px;
-  --section-header-text-size: 15px; --prose-text-size: 15px;
+  --section-header-text-size: 15px; --prose-text-size: 15px; --checkbox-label-text-size: 15px;
 }
 body { font-size: var(--body-text-size); }
 .ntc, .readout, .creadout, .continuation, .hist, .asking { font-size: var(--body-text-size); }
@@ -297,6 +297,7 @@ body { font-size: var(--body-text-size); }
 #react-approval { align-items: center; }
 #react-approval > :first-child { flex: 1 1 auto !important; --prose-text-size: 17px; --body-text-size: 17px;
   font-size: calc(17px * var(--rl-scale)); }
+#react-show-tokens label { white-space: nowrap; }  /* its label on one line at every width (issue 23) */
 #react-approval > button { flex: 0 0 8em !important; min-height: 0; height: auto; }
 /* A laptop or projector 1280–1500 px wide: the three ReAct views side by side (pseudo-code, history,
    template), narrower than their 1920 widths, so the template view starts on the first screen. */

@@ -178,7 +178,8 @@ def _buttons(d: dict) -> None:
     with gr.Row(equal_height=True, elem_id="react-scrub-row"):
         d["scrub"] = gr.Slider(0, 1, value=0, step=1, label="Recorded state 0 of 0", scale=4,
                                min_width=300, elem_id="react-scrub", buttons=[])
-        d["show_tokens"] = gr.Checkbox(False, label="Token boundaries", min_width=150)
+        with gr.Column(scale=0, min_width=260):  # its own column: not squeezed into the slider's form box
+            d["show_tokens"] = gr.Checkbox(False, label="Token boundaries", elem_id="react-show-tokens")
         d["link_btn"] = gr.Button("Link to this view", size="sm", min_width=150, elem_id="react-link-btn")
         d["link_box"] = gr.Textbox(label="Link", interactive=False, buttons=["copy"],
                                    elem_id="react-link", min_width=200, scale=3)
