@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_class.py --students 20 40 60  # how many the two cores hold
     .venv/bin/python bench/bench_class.py --students --py-spy /tmp/pyspy  # profile the Greedy phase only
     .venv/bin/python bench/bench_class.py --greedy --students 2 --spec 1  # a smoke of the Speculative path
+    .venv/bin/python bench/bench_class.py --students --floor   # the Greedy phases, and on the model layer alone
 
 Each phase starts `python app.py` once (loopback) and then runs N students at once, each a thread
 that behaves like a person in a lecture, with a think time of 2–5 s between actions:
@@ -300,6 +301,49 @@ def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24, spy: Path
             "errors": [e for t in tallies for e in t.errors + t.leaks]}
 
 
+FLOOR_SCRIPT = r"""
+import json, resource, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from agent.llm.model import load_model
+lm = load_model(log=lambda *a: None)
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+out = []
+for n in json.loads(sys.argv[2]):
+    steps, together, done = int(sys.argv[3]), threading.Barrier(n + 1), []
+    def student(i):
+        ids = lm.encode(f"Student {i} of {n}: a long story about the history of Peru begins with")
+        logits = lm.next_token_logits(ids, session=f"floor-{n}-{i}")
+        together.wait()
+        for _ in range(steps):  # Greedy on the model layer: the argmax appended, its next logits computed
+            ids = ids + [int(logits.argmax())]
+            logits = lm.next_token_logits(ids, session=f"floor-{n}-{i}")
+        done.append(len(ids))
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    together.wait()
+    lm.batcher.stats.max_rows, passes, c0, w0 = 0, lm.batcher.stats.steps, cpu(), time.perf_counter()
+    for t in threads:
+        t.join()
+    out.append({"students": n, "tokens": n * steps if len(done) == n else 0, "cpu": cpu() - c0,
+                "wall": time.perf_counter() - w0, "passes": lm.batcher.stats.steps - passes,
+                "max_rows": lm.batcher.stats.max_rows})
+print(json.dumps(out))
+"""
+
+
+def model_floor(students: list[int], presses: int) -> list[dict]:
+    """The same Greedy presses on the model layer alone (agent.llm, no Gradio, no HTTP), in a process
+    of its own so that its CPU is the model's: what batching itself saves on this CPU, the floor
+    under the page's figure. Each student's sequence must have grown by `presses` tokens."""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(root), json.dumps(students), str(presses)],
+                          capture_output=True, text=True, timeout=1800, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def during_prefill(page: Page, repeats: int = 5) -> dict:
     """Cheap requests while another session's long prompt is prefilled: a Greedy press (a decode
     row) and a short Run prompt (a prefill row of its own), each timed; how long the long prompt
@@ -428,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="Speculative students per phase (default: a tenth, at most 2)")
     p.add_argument("--presses", type=int, default=24, help="Greedy presses per student in the Greedy phases")
     p.add_argument("--no-prefill", action="store_true", help="skip the during-a-long-prefill phase")
+    p.add_argument("--floor", action="store_true",
+                   help="also the Greedy phases on the model layer alone, in a process of its own (after the app "
+                        "stopped): the CPU batching itself saves, under the page's figure")
     args = p.parse_args(argv)
     header("A lecture hall on one server (bench/bench_class.py)")
     if args.greedy:
@@ -460,6 +507,12 @@ def main(argv: list[str] | None = None) -> int:
                     print("  ", e)
         finally:
             stop_app(proc)
+    if args.greedy and args.floor:  # after the app stopped: nothing else on the CPU
+        floor = model_floor(args.greedy, args.presses)
+        print_table("The same presses on the model layer alone (no Gradio, no HTTP; its own process)",
+                    ["students", "tokens added", "CPU / token", "wall / press", "passes", "widest pass"],
+                    [[f["students"], f["tokens"], ms(f["cpu"] / max(1, f["tokens"])),
+                      ms(f["wall"] / args.presses), f["passes"], f"{f['max_rows']} rows"] for f in floor])
     for n in args.students:
         port = free_port()
         log = Path(tempfile.mkdtemp(prefix="class-")) / "app.log"

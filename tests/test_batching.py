@@ -241,6 +241,35 @@ def test_sixteen_sessions_through_the_api_finish_unmixed(app_url, lm):
 
 
 @pytest.mark.browser
+def test_eight_students_pressing_greedy_at_once_share_passes_of_more_than_four_rows(app_url, lm):
+    """Issue 25: the model events reach the batcher together — eight API sessions start their
+    Greedy presses at one moment, each gets its own tokens, and some forward pass carries more
+    than four of them (Gradio's default group of 4 once capped every pass at 4 rows)."""
+    from gradio_client import Client
+
+    n, presses = 8, 6
+    prompts = [f"Pupil {i} counts sheep: {i}, {i + 1}, {i + 2}," for i in range(n)]
+    expected = [expected_greedy(lm, p, presses) for p in prompts]
+    clients = [Client(app_url, verbose=False, httpx_kwargs={"timeout": 300}) for _ in prompts]
+    for c, p in zip(clients, prompts, strict=True):
+        assert message(call(c, "/run_prompt", p, "Raw text", 0)) == ""
+    together = threading.Barrier(n)
+    lm.batcher.stats.max_rows = 0
+
+    def student(i):
+        together.wait(timeout=60)
+        for _ in range(presses):
+            out = call(clients[i], "/greedy", *SETTINGS)
+            assert message(out) == "", message(out)
+        return continuation_text(out["continuation"])
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        got = list(pool.map(student, range(n)))
+    assert got == expected
+    assert lm.batcher.stats.max_rows > 4, f"the widest pass had {lm.batcher.stats.max_rows} rows"
+
+
+@pytest.mark.browser
 def test_a_right_guess_of_another_sessions_prompt_is_not_served_from_its_cache(app_url, lm):
     """The timing probe of issue #18: the guesser's request must run the model like any new prompt."""
     from gradio_client import Client
