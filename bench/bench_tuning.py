@@ -186,7 +186,9 @@ def merged(old: dict, new: dict) -> dict:
     rows = [r for r in old["rows"] if (r["row"], r["split"]) not in done] + new["rows"]
     rows.sort(key=lambda r: (order.index(r["row"]), SPLITS.index(r["split"])))
     runs = [r for r in old["runs"] if (r["row"], r["split"]) not in done] + new["runs"]
-    return {**new, "rows": rows, "runs": runs, "top5": {**old.get("top5", {}), **new["top5"]}}
+    limit = new["settings"]["limit"] if old.get("settings", {}).get("limit") == new["settings"]["limit"] else None
+    return {**new, "settings": {**new["settings"], "limit": limit},  # mixed limits: each row says its n
+            "rows": rows, "runs": runs, "top5": {**old.get("top5", {}), **new["top5"]}}
 
 
 def rows_of(runs: list[dict], keys: list[str], splits: list[str]) -> list[dict]:
