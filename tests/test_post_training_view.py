@@ -179,3 +179,18 @@ def test_build_shows_the_first_training_run(tok):
     record = read_jsonl(pt.TRAIN_FILE)[0]
     assert pt.esc(record["question"]) in view.run.value and 'class="pt-trained"' in view.run.value
     assert view.accordion.open is False
+
+
+def test_a_merge_of_rows_measured_apart_says_so_and_keeps_each_rows_n():
+    """bench_tuning --merge: the newest run's header, a span of dates in the view, and no --limit
+    claimed for the whole table when the kept rows were measured without it."""
+    old = sample_comparison()
+    for r in old["rows"]:
+        r["measured"] = "2026-11-30T10:00:00+00:00"
+    new = sample_comparison(keys=("base-0",))
+    new["measured"], new["settings"]["limit"] = "2026-12-02T05:00:00+00:00", 8
+    merged = bt.merged(old, new)
+    assert merged["settings"]["limit"] is None and len(merged["rows"]) == len(old["rows"])
+    html = pt.comparison_html(merged)
+    assert "in runs from 2026-11-30 to 2026-12-02, the newest on 2026-12-02T05:00:00+00:00" in html
+    assert "a subset" not in html

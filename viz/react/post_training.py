@@ -95,7 +95,9 @@ def _measured_line(comparison: dict) -> str:
            f"{'constrained' if s.get('constrained') else 'no constrained decoding'}, "
            f"MAX_STEPS = {s.get('max_steps', '?')}")
     subset = f"; a subset: --limit {s['limit']} questions per split" if s.get("limit") else ""
-    return (f'<p class="pt-meta">Measured by the app\'s own loop ({esc(how)}{esc(subset)}) on '
+    dates = sorted({r["measured"][:10] for r in comparison.get("rows", ()) if r.get("measured")})
+    when = (f"in runs from {dates[0]} to {dates[-1]}, the newest on " if len(dates) > 1 else "on ")
+    return (f'<p class="pt-meta">Measured by the app\'s own loop ({esc(how)}{esc(subset)}) {esc(when)}'
             f'{esc(comparison.get("measured", "an unrecorded date"))} · '
             f'{esc(comparison.get("machine", "machine not recorded"))}.</p>')
 
