@@ -188,7 +188,8 @@ def test_a_speculative_tour_stop_and_the_settings_it_sets_share_the_first_screen
 
 @pytest.mark.parametrize("mode", ["lecture", "desk"])
 def test_the_react_scrub_rows_labels_are_whole_at_1280(small_page, mode):
-    """Issue 23: "Token boundaries" was cut to "Token bou…" in desk mode at 1280 (a 150 px column)."""
+    """Issue 23: "Token boundaries" was cut to "Token bou" at 1280 in both modes (a 192 px label in a
+    143 px share of the scrub slider's form box)."""
     page = small_page
     page.get_by_role("tab", name="ReAct loop").click()
     if mode == "desk":
