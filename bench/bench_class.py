@@ -301,46 +301,53 @@ def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24, spy: Path
             "errors": [e for t in tallies for e in t.errors + t.leaks]}
 
 
-FLOOR_SCRIPT = r"""
-import json, resource, sys, threading, time
-sys.path.insert(0, sys.argv[1])
-from agent.llm.model import load_model
-lm = load_model(log=lambda *a: None)
-def cpu():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-out = []
-for n in json.loads(sys.argv[2]):
-    steps, together, done = int(sys.argv[3]), threading.Barrier(n + 1), []
-    def student(i):
-        ids = lm.encode(f"Student {i} of {n}: a long story about the history of Peru begins with")
-        logits = lm.next_token_logits(ids, session=f"floor-{n}-{i}")
+def floor_worker(students: list[int], presses: int) -> list[dict]:
+    """model_floor's work, in its own process: each student a thread on the model layer, its own
+    session, `presses` Greedy steps (the argmax appended, its next logits computed)."""
+    import resource
+
+    from agent.llm.model import load_model
+
+    lm = load_model(log=lambda *a: None)
+
+    def own_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    out = []
+    for n in students:
+        together, added = threading.Barrier(n + 1), []
+
+        def student(i: int, n: int = n, together: threading.Barrier = together, added: list = added) -> None:
+            ids = lm.encode(f"Student {i} of {n}: a long story about the history of Peru begins with")
+            start, logits = len(ids), lm.next_token_logits(ids, session=f"floor-{n}-{i}")
+            together.wait()
+            for _ in range(presses):
+                ids = ids + [int(logits.argmax())]
+                logits = lm.next_token_logits(ids, session=f"floor-{n}-{i}")
+            added.append(len(ids) - start)
+
+        threads = [threading.Thread(target=student, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
         together.wait()
-        for _ in range(steps):  # Greedy on the model layer: the argmax appended, its next logits computed
-            ids = ids + [int(logits.argmax())]
-            logits = lm.next_token_logits(ids, session=f"floor-{n}-{i}")
-        done.append(len(ids))
-    threads = [threading.Thread(target=student, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    together.wait()
-    lm.batcher.stats.max_rows, passes, c0, w0 = 0, lm.batcher.stats.steps, cpu(), time.perf_counter()
-    for t in threads:
-        t.join()
-    out.append({"students": n, "tokens": n * steps if len(done) == n else 0, "cpu": cpu() - c0,
-                "wall": time.perf_counter() - w0, "passes": lm.batcher.stats.steps - passes,
-                "max_rows": lm.batcher.stats.max_rows})
-print(json.dumps(out))
-"""
+        lm.batcher.stats.max_rows, passes, cpu0, t0 = 0, lm.batcher.stats.steps, own_cpu(), time.perf_counter()
+        for t in threads:
+            t.join()
+        out.append({"students": n, "tokens": sum(added), "cpu": own_cpu() - cpu0, "wall": time.perf_counter() - t0,
+                    "passes": lm.batcher.stats.steps - passes, "max_rows": lm.batcher.stats.max_rows})
+    return out
 
 
 def model_floor(students: list[int], presses: int) -> list[dict]:
     """The same Greedy presses on the model layer alone (agent.llm, no Gradio, no HTTP), in a process
     of its own so that its CPU is the model's: what batching itself saves on this CPU, the floor
-    under the page's figure. Each student's sequence must have grown by `presses` tokens."""
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(root), json.dumps(students), str(presses)],
-                          capture_output=True, text=True, timeout=1800, check=True)
+    under the page's figure. Only the tokens each student's sequence really gained are counted."""
+    here = Path(__file__).resolve().parent
+    code = ("import json, sys; sys.path[:0] = sys.argv[1:3]; import bench_class; "
+            "print(json.dumps(bench_class.floor_worker(json.loads(sys.argv[3]), int(sys.argv[4]))))")
+    done = subprocess.run([sys.executable, "-c", code, str(here.parent), str(here), json.dumps(students),
+                           str(presses)], capture_output=True, text=True, timeout=1800, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

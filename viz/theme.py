@@ -297,7 +297,6 @@ body { font-size: var(--body-text-size); }
 #react-approval { align-items: center; }
 #react-approval > :first-child { flex: 1 1 auto !important; --prose-text-size: 17px; --body-text-size: 17px;
   font-size: calc(17px * var(--rl-scale)); }
-#react-show-tokens label { white-space: nowrap; }  /* its label on one line at every width (issue 23) */
 #react-approval > button { flex: 0 0 8em !important; min-height: 0; height: auto; }
 /* A laptop or projector 1280–1500 px wide: the three ReAct views side by side (pseudo-code, history,
    template), narrower than their 1920 widths, so the template view starts on the first screen. */

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -361,8 +362,6 @@ class EngineModel:
         """Seconds the engine takes to decode len(continuation) tokens itself, in one greedy request
         (its own batching and cache, no round trip per token): the plain baseline of a speculative
         run whose target is this engine."""
-        import time
-
         prompt, _ = self._prompt_of(self._checked(prompt_ids))
         body = {**request_body(self.served_model, prompt, 1), "max_tokens": max(1, len(continuation)),
                 "logprobs": None}

@@ -481,18 +481,21 @@ def server_notes(s: Session, state: State) -> tuple[str, ...]:
         notes.append(f"this server's chat template did not render the tools: it counted {u.prompt_tokens:,} "
                      f"prompt tokens, the tool schemas below alone are {tools:,} — the model never saw them")
     prompt = loop.build_prompt(state, s.tools)
-    kind = remote.known_info(s.backend.url, s.backend.model).kind
-    if prompt.tools and prompt.fmt != Fmt.REACT_TEXT and not streams(kind, tool_choice(
-            kind, tuple(t.name for t in prompt.tools), state.settings.constrained, not observed(prompt))[0]):
-        notes.append("this reply does not stream: llama-cpp-python's function-calling format streams no "
-                     "reply in which the model may choose a tool, so it comes whole")
-    if state.settings.constrained and prompt.tools:
-        if prompt.fmt == Fmt.REACT_TEXT:
+    if not prompt.tools:
+        return tuple(notes)
+    if prompt.fmt == Fmt.REACT_TEXT:
+        if state.settings.constrained:
             notes.append("Constrained tool calls: no effect on this backend in the ReAct text format "
                          "(a server constrains only native tool calls)")
-        else:
-            names = tuple(t.name for t in prompt.tools)
-            notes.append("Constrained tool calls: " + tool_choice(kind, names, True, not observed(prompt))[1])
+        return tuple(notes)
+    kind = remote.known_info(s.backend.url, s.backend.model).kind
+    choice, said = tool_choice(kind, tuple(t.name for t in prompt.tools), state.settings.constrained,
+                               not observed(prompt))  # what OpenAIBackend sends for this call
+    if not streams(kind, choice):
+        notes.append("this reply does not stream: llama-cpp-python's function-calling format streams no "
+                     "reply in which the model may choose a tool, so it comes whole")
+    if state.settings.constrained:
+        notes.append("Constrained tool calls: " + said)
     return tuple(notes)
 
 

@@ -539,10 +539,9 @@ def _views_column(lm, first, tokens_url: str) -> dict:
     with gr.Accordion("The exact string sent to the model", open=False):
         prompt_string = gr.Code(value=first.prompt_text, language=None, label="Prompt string", interactive=False)
     return own | dict(tour_md=tour_md, prompt_string=prompt_string, msg=msg, continuation=continuation,
-                      sample_btn=sample_btn,
-                greedy_btn=greedy_btn,
-                back_btn=back_btn, reroll_btn=reroll_btn, chart=chart, n_draws=n_draws, many_btn=many_btn,
-                hist=hist, n_runs=n_runs, ask_btn=ask_btn, stop_btn=stop_btn, asking=asking)
+                      sample_btn=sample_btn, greedy_btn=greedy_btn, back_btn=back_btn, reroll_btn=reroll_btn,
+                      chart=chart, n_draws=n_draws, many_btn=many_btn, hist=hist, n_runs=n_runs, ask_btn=ask_btn,
+                      stop_btn=stop_btn, asking=asking)
 
 
 def _own_numbers(tokens_url: str) -> dict:
