@@ -5,6 +5,7 @@
     .venv/bin/python bench/bench_class.py --students --py-spy /tmp/pyspy  # profile the Greedy phase only
     .venv/bin/python bench/bench_class.py --greedy --students 2 --spec 1  # a smoke of the Speculative path
     .venv/bin/python bench/bench_class.py --students --floor   # the Greedy phases, and on the model layer alone
+    .venv/bin/python bench/bench_class.py --students --greedy --replies 1 8  # local ReAct replies at once
 
 Each phase starts `python app.py` once (loopback) and then runs N students at once, each a thread
 that behaves like a person in a lecture, with a think time of 2–5 s between actions:
@@ -80,6 +81,7 @@ STEP = re.compile(rb'"step":\s*"(\d+):(\d+):(\d+)"')
 STATE = re.compile(rb"Recorded state (\d+) of (\d+)")
 STOP = re.compile(rb'data-stop=\\"([^"\\]+)\\"')
 EMITTED = re.compile(rb"emitted</[^>]+>\s*<[^>]+>(\d+) =")
+COMPLETION = re.compile(rb"completion_tokens ([\d,]+)")  # the budget view: what the model counted on a call
 ENDED = b"The continuation has ended"
 
 
@@ -301,6 +303,42 @@ def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24, spy: Path
             "errors": [e for t in tallies for e in t.errors + t.leaks]}
 
 
+def react_replies(page: Page, pid: int, students: int) -> dict:
+    """Issue 25's "8 concurrent local ReAct replies ≥ 3× one reply's tokens per second, through
+    the page": `students` sessions Reset with a typed question on the Local model, then all press
+    Next at one moment until their first model call is shown (the budget view's completion_tokens:
+    a press that made no model call adds nothing). Total reply tokens over the wall time."""
+    sessions = [uuid.uuid4().hex[:11] for _ in range(students)]
+    tallies = [Tally("replies") for _ in range(students)]
+    for i, s in enumerate(sessions):
+        call(page, s, "on_reset", **{"Task": "Free text…", "Your task": QUESTIONS[i % len(QUESTIONS)],
+                                     "Backend": "Local model"})
+    tokens = [0] * students
+    together = threading.Barrier(students)
+
+    def student(i: int) -> None:
+        together.wait()
+        for _ in range(4):  # the first model call is within the first few Next presses
+            line = tallies[i].timed(page, sessions[i], "on_next")
+            if line is None:
+                return
+            if (m := COMPLETION.search(line)) is not None:
+                tokens[i] = int(m.group(1).replace(b",", b""))
+                return
+        tallies[i].errors.append("on_next: no model call in 4 presses")
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(students)]
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0
+    return {"students": students, "tokens": sum(tokens), "wall": wall, "tok_s": sum(tokens) / wall,
+            "server_cpu": cpu_seconds(pid) - cpu0, "replied": sum(1 for k in tokens if k > 0),
+            "errors": [e for t in tallies for e in t.errors]}
+
+
 def floor_worker(students: list[int], presses: int) -> list[dict]:
     """model_floor's work, in its own process: each student a thread on the model layer, its own
     session, `presses` Greedy steps (the argmax appended, its next logits computed)."""
@@ -478,13 +516,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spec", type=int, default=None,
                    help="Speculative students per phase (default: a tenth, at most 2)")
     p.add_argument("--presses", type=int, default=24, help="Greedy presses per student in the Greedy phases")
+    p.add_argument("--replies", type=int, nargs="*", default=[],
+                   help="also: N ReAct sessions' first Local-model replies at once, total tokens per second "
+                        "through the page (e.g. --replies 1 8)")
     p.add_argument("--no-prefill", action="store_true", help="skip the during-a-long-prefill phase")
     p.add_argument("--floor", action="store_true",
                    help="also the Greedy phases on the model layer alone, in a process of its own (after the app "
                         "stopped): the CPU batching itself saves, under the page's figure")
     args = p.parse_args(argv)
     header("A lecture hall on one server (bench/bench_class.py)")
-    if args.greedy:
+    if args.greedy or args.replies:
         port = free_port()
         log = Path(tempfile.mkdtemp(prefix="class-")) / "app.log"
         proc = start_app(port, log, extra_env={"GRADIO_PROFILING": "1"} if args.profile else None)
@@ -498,8 +539,22 @@ def main(argv: list[str] | None = None) -> int:
                              len(r["errors"])])
                 for e in r["errors"][:3]:
                     print("  ", e)
-            print_table("Greedy presses back to back: server CPU per token added",
-                        ["students", "tokens added", "server CPU / token", "median latency", "wall", "errors"], rows)
+            if rows:
+                print_table("Greedy presses back to back: server CPU per token added",
+                            ["students", "tokens added", "server CPU / token", "median latency", "wall", "errors"],
+                            rows)
+            if args.replies:
+                rows, one = [], None
+                for n in args.replies:
+                    r = react_replies(page, proc.pid, n)
+                    one = r["tok_s"] if one is None else one
+                    rows.append([n, r["replied"], r["tokens"], f"{r['wall']:.1f} s", f"{r['tok_s']:.1f}",
+                                 f"{r['tok_s'] / one:.2f}×", f"{r['server_cpu']:.1f} s", len(r["errors"])])
+                    for e in r["errors"][:3]:
+                        print("  ", e)
+                print_table("Local ReAct replies at once, through the page (the first model call of each run)",
+                            ["sessions", "replied", "reply tokens", "wall", "tokens/s", "× the first row",
+                             "server CPU", "errors"], rows)
             if args.profile:
                 profile(page)
             if not args.no_prefill:
