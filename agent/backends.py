@@ -32,7 +32,7 @@ from agent.budget import Usage
 from agent.messages import Origin, ToolCall, ToolResultMessage, UserMessage, model_turns
 from agent.settings import Settings  # noqa: F401 (re-exported: `from agent.backends import Settings`)
 from agent.stops import END_OF_TURN
-from agent.template import Fmt, Prompt, render_prompt, stop_sequences
+from agent.template import COT_PROMPT, SYSTEM_PROMPTS, Fmt, Mode, Prompt, render_prompt, stop_sequences
 from agent.turn_grammar import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, react_turn_grammar, turn_grammar
 
 OnToken = Callable[[str], None]
@@ -174,6 +174,7 @@ class LocalBackend:
                                 top_p=settings.top_p, min_p=settings.min_p)
         prefix, closing, grammar = self._grammar(prompt, settings)
         ids = self.model.encode(render_prompt(self.tokenizer, prompt) + prefix)
+        self._share_public_prefix(prompt, ids)
         stream = _Stream(stop_sequences(prompt.fmt) + (END_OF_TURN,), on_token, prefix)
         try:
             out = generation.generate(
@@ -192,6 +193,21 @@ class LocalBackend:
                 on_token(closing)
         return BackendReply(text, None, usage=Usage(len(ids), len(out.ids), "model"), finish_reason=reason)
 
+    def _share_public_prefix(self, prompt: Prompt, ids: list[int]) -> None:
+        """Every session's first call re-sends the same shipped system turn (the system prompt and
+        the tool schemas: ~510 tokens of a ~600-token prompt). Its KV is cached once for every
+        visitor (model.share_prefix), so a class's replies prefill only their own question. Only
+        shipped content is shared (public_prompt), never what a visitor typed or remembered."""
+        public = public_prompt(prompt)
+        if public is None:
+            return
+        shared = self.model.encode(render_prompt(self.tokenizer, public))
+        n = 0
+        while n < min(len(shared), len(ids) - 1) and shared[n] == ids[n]:
+            n += 1
+        if n >= MIN_SHARED_PREFIX:
+            self.model.share_prefix(ids[:n], weights=self.weights)
+
     @staticmethod
     def _grammar(prompt: Prompt, settings: Settings):
         """(forced prefix, closing text, Grammar or None) for this call. Native: `turn_grammar`,
@@ -203,6 +219,43 @@ class LocalBackend:
         if Fmt(prompt.fmt) == Fmt.REACT_TEXT:  # the Action: tool[argument] form its prompt teaches
             return "", "", react_turn_grammar(prompt.tools, call_required=required)
         return "", TOOL_CALL_CLOSE, turn_grammar(prompt.tools, call_required=required)
+
+
+MIN_SHARED_PREFIX = 64  # tokens: a shorter common system turn is not worth a shared cache entry
+_SHIPPED_SYSTEM = {text: key for key, text in SYSTEM_PROMPTS.items()} | {COT_PROMPT: (Mode.COT, Fmt.NATIVE)}
+
+
+def public_prompt(prompt: Prompt) -> Prompt | None:
+    """The system turn of `prompt` if every visitor can see it — the shipped system prompt, shipped
+    tools and shipped exemplars; None if a visitor could have written any of it (a custom system
+    prompt, an MCP server's tools). Documents (retrieved for the question) and memory are private:
+    they are left out, so the shared part ends before them.
+
+    >>> from agent.messages import SystemMessage, UserMessage
+    >>> from agent.tools import TOOLS
+    >>> p = Prompt((SystemMessage(SYSTEM_PROMPTS[(Mode.REACT, Fmt.NATIVE)]), UserMessage("hi")), TOOLS)
+    >>> public_prompt(p).messages == p.messages[:1]
+    True
+    >>> public_prompt(Prompt((SystemMessage("my own rules"), UserMessage("hi")), TOOLS)) is None
+    True
+    """
+    from agent.context.exemplars import EXEMPLARS, exemplar_block
+    from agent.context.memory import REMEMBER_TOOL
+    from agent.messages import SystemMessage
+    from agent.tools import ALL_TOOLS
+
+    if not prompt.messages or not isinstance(prompt.messages[0], SystemMessage):
+        return None
+    mode_fmt = _SHIPPED_SYSTEM.get(prompt.messages[0].content)
+    if mode_fmt is None or any(t not in ALL_TOOLS + (REMEMBER_TOOL,) for t in prompt.tools):
+        return None
+    shipped = {exemplar_block(n, *mode_fmt) for n in range(1, len(EXEMPLARS) + 1)}
+    blocks = []
+    for b in prompt.blocks:
+        if b.category != "exemplars" or b.text not in shipped:
+            break  # what follows renders after a private block: not shared
+        blocks.append(b)
+    return Prompt(prompt.messages[:1], prompt.tools, prompt.fmt, tuple(blocks))
 
 
 def observed(prompt: Prompt) -> bool:

@@ -117,3 +117,43 @@ def test_shipped_task_reaches_a_stop_reason_without_raising(lm, stem, constraine
     assert final.stop_reason != StopReason.BACKEND_ERROR
     assert final.step <= MAX_STEPS and len(final.usage) == final.step
     assert pairing_violations(final.history, allow_pending=True) == []
+
+
+# --- the shipped system turn's KV, shared by every session (agent.backends.public_prompt) -----------
+
+def test_only_the_shipped_system_turn_is_public():
+    from agent.backends import public_prompt
+    from agent.loop import build_prompt
+    from agent.messages import SystemMessage
+    from agent.tools import Tool
+
+    state = new_state("What is the weather in Oslo?", settings=Settings(few_shot=2, retrieve=True))
+    prompt = build_prompt(state, TOOLS)
+    public = public_prompt(prompt)
+    assert public.messages == prompt.messages[:1] and public.tools == prompt.tools
+    assert [b.category for b in public.blocks] == ["exemplars"]  # not the documents retrieved for the question
+    assert [b.category for b in prompt.blocks][:2] == ["exemplars", "documents"]
+    typed = Prompt((SystemMessage("Answer as a pirate."),) + prompt.messages[1:], TOOLS)
+    assert public_prompt(typed) is None
+    foreign = Tool("get_weather", "A server's own description.", WEATHER_TOOL.parameters, lambda city: "")
+    assert public_prompt(Prompt(prompt.messages, (foreign,))) is None
+    forged = Prompt(prompt.messages, TOOLS, blocks=(type(prompt.blocks[0])("exemplars", "my own examples"),))
+    assert public_prompt(forged).blocks == ()
+
+
+@pytest.mark.model
+def test_sessions_share_the_system_turn_and_reply_as_if_alone(lm, monkeypatch):
+    from agent.llm.model import PUBLIC
+    from agent.template import render_prompt
+
+    settings = Settings(max_new_tokens=12)
+    questions = ("What is 17 * 23?", "Is it warm in Lima?")
+    prompts = [Prompt(new_state(q).history + (UserMessage(q),), TOOLS) for q in questions]
+    replies = [LocalBackend(lm, session=f"share-{k}").complete(p, settings).text for k, p in enumerate(prompts)]
+    ids = tuple(lm.encode(render_prompt(lm.tokenizer, prompts[1])))
+    entry, n = lm._store.longest("someone-else", ids)  # a third session finds the common part …
+    assert n >= 400 and lm._store.entries[(PUBLIC, entry.ids)] is entry  # … of the shared system turn
+    assert lm.decode(list(ids[:n])).endswith("</tools><|im_end|>\n<|im_start|>")  # the system turn, no question
+    monkeypatch.setattr(lm, "share_prefix", lambda *a, **k: None)  # now each reply computed alone
+    for k, p in enumerate(prompts):
+        assert LocalBackend(lm, session=f"alone-{k}").complete(p, settings).text == replies[k]

@@ -178,7 +178,8 @@ def test_an_adapter_loads_offline_and_changes_the_logits(trained_adapter):
         mixed = fresh.model.lm_head(fresh.model.model(input_ids=torch.tensor([ids, ids])).last_hidden_state[:, -1])
     assert np.allclose(mixed[0].detach().numpy(), base, atol=1e-3)
     assert np.allclose(mixed[1].detach().numpy(), tuned, atol=1e-3)
-    assert adapters.active == "base"
+    with adapters.rows(["base"]):  # after a mixed pass, a pass on one choice runs on it alone
+        assert np.allclose(fresh.full_forward_logits(ids), base, atol=1e-5)
     with pytest.raises(ValueError, match="not loaded"):
         adapters.use("trajectory-tuned without thoughts")
 

@@ -112,3 +112,12 @@ def test_weights_through_the_sampling_api_switch_or_get_a_clear_message(app_url)
     with pytest.raises(AppError, match="tuned is not in the list of choices.*trajectory-tuned"):
         call(client, "/weights", "tuned")  # Gradio's own check of the dropdown, before ours
     assert "Weights: trajectory-tuned." in message(call(client, "/weights", TUNED))
+
+
+def test_a_pass_on_tuned_weights_leaves_nothing_for_the_next_pass_on_base(lm):
+    ids = lm.encode(PROMPT)
+    tuned = lm.next_token_logits(ids, session="after-1", weights=TUNED)  # the layers stay on TUNED after it
+    base = lm.next_token_logits(ids, session="after-2")
+    assert np.allclose(lm.full_forward_logits(ids), base, atol=1e-4)
+    assert np.allclose(lm.full_forward_logits(ids, weights=TUNED), tuned, atol=1e-4)
+    assert np.allclose(lm.next_token_logits(ids, session="after-3"), base, atol=1e-4)

@@ -475,6 +475,7 @@ class LanguageModel:
         self.eos_token_ids = self._eos_ids()
         self._forward_lock = threading.Lock()  # one forward pass at a time (the batcher's worker)
         self._store_lock = threading.Lock()
+        self._share_lock = threading.Lock()  # one shared prefix computed at a time (share_prefix)
         config_text = config.get_text_config() if hasattr(config, "get_text_config") else config
         heads = getattr(config_text, "num_key_value_heads", None) or config_text.num_attention_heads
         head_dim = getattr(config_text, "head_dim", None) or config_text.hidden_size // config_text.num_attention_heads
@@ -585,8 +586,10 @@ class LanguageModel:
 
     def share_prefix(self, token_ids: Sequence[int], weights: str = BASE) -> None:
         """Cache ``token_ids`` for every session: only for content every visitor already sees
-        (the built-in examples, the shipped system prompts), never for what a visitor typed."""
-        self.next_token_logits(token_ids, session=PUBLIC, weights=weights)
+        (the built-in examples, the shipped system prompts), never for what a visitor typed.
+        Sessions that ask for the same prefix at once wait for the first: it is computed once."""
+        with self._share_lock:
+            self.next_token_logits(token_ids, session=PUBLIC, weights=weights)
 
     def forget(self, session) -> None:
         """Drop a session's cached prefixes (a private generation ended, a session expired)."""
@@ -848,10 +851,10 @@ class LanguageModel:
         finally:
             self.forget(owner)
 
-    def full_forward_logits(self, token_ids: Sequence[int]) -> np.ndarray:
+    def full_forward_logits(self, token_ids: Sequence[int], weights: str = BASE) -> np.ndarray:
         """(V,) logits from one fresh forward pass, no cache: the reference the cache is tested against."""
         torch = self._torch
-        with self._forward_lock, torch.inference_mode():
+        with self._forward_lock, torch.inference_mode(), self._on_weights([self.checked_weights(weights)]):
             out = self.model(input_ids=torch.tensor([list(token_ids)]), use_cache=False)
         return out.logits[0, -1].float().numpy().copy()
 
