@@ -49,7 +49,7 @@ CONCURRENCY_ID = "model"  # Gradio: the concurrency_id shared by every event tha
 MAX_BATCH = 16  # sequences in one forward pass (and Gradio's concurrency limit of model events)
 MAX_STEP_TOKENS = 8192  # rows × padded (past + new) tokens in one pass: ≈ 380 MB of KV for SmolLM2
 PREFILL_CHUNK = 128  # new tokens of prompts per step (padded rows × tokens), so decoders keep moving
-GATHER_S = 0.012  # wait this long for the sessions of the last step to come back (sampling ≈ 5 ms)
+GATHER_S = 0.03  # wait this long for the last step's sessions to come back (8 samplers under one GIL: > 12 ms)
 SESSION_REQUESTS = 3  # requests one session may have here at once; one runs per step
 
 
