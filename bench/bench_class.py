@@ -303,7 +303,7 @@ def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24, spy: Path
             "errors": [e for t in tallies for e in t.errors + t.leaks]}
 
 
-def react_replies(page: Page, pid: int, students: int) -> dict:
+def react_replies(page: Page, pid: int, students: int, spy: Path | None = None) -> dict:
     """Issue 25's "8 concurrent local ReAct replies ≥ 3× one reply's tokens per second, through
     the page": `students` sessions Reset with a typed question on the Local model, then all press
     Next at one moment until their first model call is shown (the budget view's completion_tokens:
@@ -328,12 +328,16 @@ def react_replies(page: Page, pid: int, students: int) -> dict:
         tallies[i].errors.append("on_next: no model call in 4 presses")
 
     threads = [threading.Thread(target=student, args=(i,)) for i in range(students)]
+    recorder = Spy(pid, spy) if spy is not None else None  # attached before the window
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.monotonic() - t0
+    if recorder is not None:
+        recorder.stop()
+        recorder.report()
     return {"students": students, "tokens": sum(tokens), "wall": wall, "tok_s": sum(tokens) / wall,
             "server_cpu": cpu_seconds(pid) - cpu0, "replied": sum(1 for k in tokens if k > 0),
             "errors": [e for t in tallies for e in t.errors]}
@@ -545,8 +549,10 @@ def main(argv: list[str] | None = None) -> int:
                             rows)
             if args.replies:
                 rows, one = [], None
+                react_replies(page, proc.pid, 1)  # warm-up: the shared system turn's KV (agent.backends), as in a class
                 for n in args.replies:
-                    r = react_replies(page, proc.pid, n)
+                    spy = Path(f"{args.py_spy}-replies-{n}.txt") if args.py_spy else None
+                    r = react_replies(page, proc.pid, n, spy)
                     one = r["tok_s"] if one is None else one
                     rows.append([n, r["replied"], r["tokens"], f"{r['wall']:.1f} s", f"{r['tok_s']:.1f}",
                                  f"{r['tok_s'] / one:.2f}×", f"{r['server_cpu']:.1f} s", len(r["errors"])])
