@@ -110,3 +110,30 @@ def test_constrained_tool_calls_say_they_have_no_effect_on_a_scripted_replay(tab
     assert "no effect on a scripted replay" in h.views(p, lm, first, False)[p.template]
     local = react_run.start(react_run.checked(lm, replace(react_run.default_choices(lm), backend=react_run.LOCAL)))
     assert rv.SCRIPTED_NOTE not in h.views(p, lm, local, False)[p.template]
+
+
+def test_a_streamed_reply_is_redrawn_less_often_while_a_class_streams():
+    import threading
+
+    assert react_run.redraw_every_s() == react_run.STREAM_EVERY_S
+    release, inside = threading.Event(), threading.Barrier(9)
+
+    def reply(on_token):
+        on_token("Thought: ")
+        inside.wait(10)
+        release.wait(10)
+        return "done"
+
+    def watch():
+        for _ in react_run.streamed(reply):
+            pass
+
+    threads = [threading.Thread(target=watch) for _ in range(8)]
+    for t in threads:
+        t.start()
+    inside.wait(10)  # 8 replies stream now
+    assert react_run.redraw_every_s() == pytest.approx(8 / react_run.FULL_RATE_STREAMS * react_run.STREAM_EVERY_S)
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert react_run.redraw_every_s() == react_run.STREAM_EVERY_S  # counted out again

@@ -433,9 +433,9 @@ def _streamed(call: Callable[[Callable[[str], None]], State]) -> Iterator[tuple[
         finally:
             pieces.put(done)
 
-    threading.Thread(target=work, daemon=True, name="react-model-call").start()
     text, shown, deadline = "", 0.0, time.monotonic() + CALL_LIMIT_S + 30
     with _streaming:
+        threading.Thread(target=work, daemon=True, name="react-model-call").start()
         while (item := _get(pieces)) is not done:
             text += item or ""
             if time.monotonic() > deadline:
