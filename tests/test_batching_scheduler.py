@@ -50,6 +50,39 @@ def test_a_short_prompt_is_not_held_behind_another_sessions_long_prefill():
     assert batcher.stats.max_rows == 2
 
 
+def test_a_one_token_press_is_answered_before_the_same_steps_prefill_pass_runs():
+    """Issue 25: a Sample/Greedy press (a decode row) gets its logits when its pass is done, not
+    after the prompt chunk and the drafts of the same step: the prefill pass below waits until the
+    press has returned, and would time out if the press were released only after it."""
+    returned = threading.Event()
+    seen: list[bool] = []
+
+    class HeldPrefill(CountingEngine):
+        def _forward_rows(self, rows):
+            if any(n > 1 for _, n in rows) and any(len(p) == 2 for p in self.passes):
+                seen.append(returned.wait(5))  # the press's pass came first in this step
+            super()._forward_rows(rows)
+
+    engine = HeldPrefill()
+    batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0)
+    batcher._start_worker = lambda: None  # queue both first, so one step holds both rows
+    long = threading.Thread(target=batcher.submit, args=("teacher", tuple(range(600))))
+    press = threading.Thread(target=lambda: (batcher.submit("student", (7,)), returned.set()))
+    long.start()
+    while batcher.waiting < 1:
+        time.sleep(0.001)
+    press.start()
+    while batcher.waiting < 2:
+        time.sleep(0.001)
+    engine.passes.append([(0, 0), (0, 0)])  # arm the hold for this step's prefill pass
+    del batcher._start_worker
+    batcher._start_worker()
+    press.join(timeout=10)
+    long.join(timeout=30)
+    assert returned.is_set() and seen and all(seen), seen
+    assert engine.passes[1] == [(1, 1)] and engine.passes[2] == [(600, 128)]
+
+
 def test_a_lone_prompt_still_gets_the_whole_prefill_chunk():
     engine = CountingEngine()
     batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0)

@@ -8,7 +8,8 @@ and one worker thread runs the waiting requests of all sessions together, one st
 - **decode rows** (one new token each, the usual case) go into one batched forward pass;
 - **prefill rows** (a new prompt, or the part of it after a cached prefix) advance by at most
   ``PREFILL_CHUNK`` tokens a step in a second pass, so a 2,000-token prompt never stalls the
-  others for seconds (chunked prefill);
+  others for seconds (chunked prefill); the decode rows are answered before that pass starts, so a
+  one-token press waits for no prompt's chunk;
 - **fairness**: the oldest request always runs, then the next oldest while the caps allow, at most
   one request per session per step — a long ReAct reply and a one-token Sample each get one
   token per step;
@@ -183,16 +184,18 @@ class Batcher:
 
     def _run(self) -> None:
         while True:
-            decode, prefill, draft = [], [], []
             try:
-                decode, prefill, draft = self._next_step()
-                for rows in (decode, prefill, draft):
-                    if rows:
-                        self._forward(rows)
-            except Exception as e:  # noqa: BLE001 — the worker must outlive any one step's failure
-                for r, _ in decode + prefill + draft:
-                    r.error = r.error or e
-            self._finish(decode + prefill + draft)
+                passes = self._next_step()
+            except Exception:  # noqa: BLE001 — the worker must outlive any one step's failure
+                continue
+            # Each pass's rows are answered as soon as that pass is done: a one-token Sample/Greedy
+            # press does not wait for the step's prefill and draft passes, and its event's own
+            # Python work overlaps them (a pass releases the interpreter lock while torch computes).
+            for rows in passes:
+                if rows:
+                    self._forward(rows)  # a failed pass fails its rows, never the worker
+                    self._finish(rows)
+            self._expect(passes[0] + passes[1] + passes[2])
 
     def _next_step(self) -> tuple[list, list, list]:
         """Wait for requests, gather briefly, drop stopped ones, answer cache hits, pick rows."""
@@ -287,14 +290,20 @@ class Batcher:
         self.stats.max_draft_rows = max(self.stats.max_draft_rows, drafts)
 
     def _finish(self, rows: list) -> None:
+        """Answer the rows that are done (their logits or their error), at once."""
         done = [r for r, _ in rows if r.error is not None or r.logits is not None]
         with self._cv:
             for r in done:
-                self._queue.remove(r)
-            # rows likely back at once: decode rows, and speculative rows (the next draft or verify follows)
-            self._expected = max(1, sum(1 for r, n in rows if n == 1 or r.layers is not None or r.tail > 1))
+                if r in self._queue:
+                    self._queue.remove(r)
         for r in done:
             r.done.set()
+
+    def _expect(self, rows: list) -> None:
+        """How many requests the next step should gather for: the rows likely back at once (decode
+        rows, and speculative rows: the next draft or verify follows)."""
+        with self._cv:
+            self._expected = max(1, sum(1 for r, n in rows if n == 1 or r.layers is not None or r.tail > 1))
 
     def _end(self, r: Request, logits=None, error: BaseException | None = None) -> None:
         r.logits, r.error = logits, error
