@@ -110,12 +110,32 @@ MODEL_EVENTS = ("on_run", "on_example", "on_step", "on_pick", "on_seed", "on_wei
                 "on_next", "on_approve", "on_deny", "on_many", "on_tour")
 
 
+# The ReAct tab's model events (a whole reply, or a run to its end: seconds, not one token) in a
+# group of their own: in the Sampling tab's group, 10 ReAct students held 10 of its 16 places for
+# the length of their replies, and 48 students' one-token presses queued for the other 6. Both
+# groups reach the same batcher, whose MAX_BATCH still caps the rows of one forward pass.
+REACT_GROUP, REACT_REPLIES = "react", 8
+
+
 def handler_name(fn) -> str:
     """The name of the function behind a listener: Gradio names every functools.partial "fn"
     (a partial has no __name__), which once left every model event out of the batcher's group."""
+    return getattr(_handler(fn), "__name__", "")
+
+
+def _handler(fn):
     while isinstance(fn, functools.partial):
         fn = fn.func
-    return getattr(fn, "__name__", "")
+    return fn
+
+
+def model_group(fn) -> tuple[str, int]:
+    """A model event's Gradio concurrency group and its limit: the ReAct tab's own, or the batcher's."""
+    from agent.llm import batching
+
+    if getattr(_handler(fn), "__module__", "").startswith("viz.react"):
+        return REACT_GROUP, REACT_REPLIES
+    return batching.CONCURRENCY_ID, batching.MAX_BATCH
 
 
 # Gradio's queue rebuilds a pandas summary of every recorded event (up to 10,000) after each event,
@@ -128,7 +148,8 @@ QUIET_ANALYTICS = {"GRADIO_ANALYTICS_CACHE_FREQUENCY": str(2**62), "GRADIO_ANALY
 def configure_queue(demo):
     """The one place Gradio's queue is set: bounded (QUEUE_SIZE waiting, then "queue full"),
     model events in one concurrency group of agent.llm.batching.MAX_BATCH — the batcher's cap, so
-    the machine runs at most that many sequences and further students wait in Gradio's queue,
+    the machine runs at most that many sequences and further students wait in Gradio's queue
+    (the ReAct tab's replies in a group of their own, REACT_GROUP),
     seeing their position ("minimal" progress) — other events as before (4 at once; an event
     with its own smaller limit, such as Asking's 1, keeps it). Also tells the model layer how to
     find the running event's session (Gradio's session hash) to key its KV cache."""
@@ -147,7 +168,7 @@ def configure_queue(demo):
     for fn in demo.fns.values():
         own_limit = isinstance(fn.concurrency_limit, int) and fn.concurrency_limit < batching.MAX_BATCH
         if handler_name(fn.fn) in MODEL_EVENTS and fn.queue and not own_limit:
-            fn.concurrency_id, fn.concurrency_limit = batching.CONCURRENCY_ID, batching.MAX_BATCH
+            fn.concurrency_id, fn.concurrency_limit = model_group(fn.fn)
             if fn.show_progress == "hidden":
                 fn.show_progress = "minimal"  # the queue position shows while a student waits
     return demo

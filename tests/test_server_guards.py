@@ -23,7 +23,8 @@ from agent.llm import batching
 from tests.page_api import outside_any_loop
 
 MODEL_API_NAMES = ("run_prompt", "example", "sample", "greedy", "back", "reroll", "pick", "seed", "constraint",
-                   "apply_grammar", "sample_n", "on_next", "on_run", "on_approve", "on_deny")
+                   "apply_grammar", "sample_n")
+REACT_API_NAMES = ("on_next", "on_run", "on_approve", "on_deny")
 
 
 def test_a_partial_listener_is_named_by_its_function():
@@ -41,9 +42,11 @@ def test_every_model_event_is_in_the_batchers_group(app_demo):
     groups = {fn.api_name: (fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values()}
     for name in MODEL_API_NAMES:
         assert groups[name] == (batching.CONCURRENCY_ID, batching.MAX_BATCH), name
+    for name in REACT_API_NAMES:  # a reply holds its place for seconds: not one of the presses' places
+        assert groups[name] == (app.REACT_GROUP, app.REACT_REPLIES), name
     for fn in demo.fns.values():
         if fn.fn is not None and app.handler_name(fn.fn) in app.MODEL_EVENTS and fn.api_name != "spec_run":
-            assert fn.concurrency_id in (batching.CONCURRENCY_ID, "speculative"), fn.api_name
+            assert fn.concurrency_id in (batching.CONCURRENCY_ID, app.REACT_GROUP, "speculative"), fn.api_name
     assert groups["asking"] == ("asking", enforcing.ASKING_SESSIONS)
 
 
