@@ -58,6 +58,20 @@ def test_held_out_split_overlaps_training_in_no_template_entities_pair():
     assert {"difference", "sum", "average", "fahrenheit", "two_hop", "unknown_city"} <= {q["group"] for q in held_out}
 
 
+def test_the_unknown_places_to_copy_are_no_weather_city_and_no_held_out_place():
+    """The fifth data set's unknown places (accents, several words) stay unknown to the weather tool
+    and match no held-out or known city, even case-, accent- and punctuation-blind."""
+    from agent.tools import WEATHER, normalize
+    from agent.tuning import task_bank as tb
+
+    more = {normalize(c) for c in tb.TRAIN_UNKNOWN_MORE}
+    assert len(more) == len(tb.TRAIN_UNKNOWN_MORE)
+    assert not more & {normalize(c) for c in (*WEATHER, *tb.HELD_OUT_UNKNOWN, *tb.TRAIN_UNKNOWN)}
+    trained = {r["entities"][0] for r in TRAIN if r["kind"] == "unknown_city"}
+    assert len(trained & set(tb.TRAIN_UNKNOWN_MORE)) >= 30
+    assert any(not c.isascii() for c in trained)
+
+
 def test_the_second_held_out_set_shares_no_phrasing_with_training_or_the_first():
     """held-out-2: phrasings no training run and no first held-out question uses, over held-out
     entities only, every kind and operation the first set has."""

@@ -34,8 +34,9 @@ TRAIN_COUNTS = {"weather": 44, "unknown_city": 26, "compare": 44, "temp_math": 4
 # Extra training runs from the *_EXTRA_Q and *_MORE_Q phrasings and the trained one-city
 # compositions (task_bank): drawn after the split with their own seeded RNG, so the held-in and
 # held-out sets stay exactly what they were; spread evenly over the phrasings (every one occurs).
-# About 1,000 runs in all: one epoch in batches of 4 over a shared prefix fits ~16 minutes an adapter.
-EXTRA_TRAIN_COUNTS = {"weather": 90, "unknown_city": 45, "compare": 90, "temp_math": 160, "arithmetic": 80,
+# The fifth data set (about 1,130 runs): more unknown places to copy (TRAIN_UNKNOWN_MORE), more word
+# problems and operation words; one epoch in batches of 4 over a shared prefix, ~17 minutes an adapter.
+EXTRA_TRAIN_COUNTS = {"weather": 90, "unknown_city": 100, "compare": 70, "temp_math": 200, "arithmetic": 130,
                       "two_hop": 150, "search": 40, "no_tool": 36, "repair": 20}
 HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4, "arithmetic": 4,
                   "two_hop": 4, "search": 2, "no_tool": 3}
@@ -59,8 +60,10 @@ def _numbers(rng: random.Random) -> dict[str, object]:
             "p": rng.choice((1.2, 2.5, 3, 4.5, 6)), "pct": rng.choice((5, 10, 15, 20, 25, 50))}
 
 
-MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q, "temp_math": tb.TEMP_MATH_MORE_Q,
-        "arithmetic": tb.ARITHMETIC_MORE_Q, "two_hop": tb.TWO_HOP_MORE_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
+MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
+        "temp_math": tb.TEMP_MATH_MORE_Q + tb.TEMP_MATH_FIFTH_Q,
+        "arithmetic": tb.ARITHMETIC_MORE_Q + tb.ARITHMETIC_FIFTH_Q,
+        "two_hop": tb.TWO_HOP_MORE_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
 
 
 def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = (),
@@ -84,7 +87,8 @@ def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -
     pairs = _pairs(tb.TRAIN_CITIES) if side == 0 else _pairs(tb.TRAIN_CITIES + tb.HELD_OUT_CITIES, tb.HELD_OUT_CITIES)
     out: list[Task] = []
     if kind in ("weather", "unknown_city", "repair"):
-        places = (tb.TRAIN_UNKNOWN if side == 0 else tb.HELD_OUT_UNKNOWN) if kind == "unknown_city" else cities
+        unknown = tb.HELD_OUT_UNKNOWN if side else tb.TRAIN_UNKNOWN + (tb.TRAIN_UNKNOWN_MORE if extra else ())
+        places = unknown if kind == "unknown_city" else cities
         bank = _bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra, MORE["weather"], two)
         for (i, q), c in itertools.product(bank, places):
             facts = {"bad": tb.BAD_ARGUMENTS[len(out) % len(tb.BAD_ARGUMENTS)]} if kind == "repair" else {}
@@ -182,7 +186,9 @@ def expected(task: Task, record: dict) -> dict:
     elif task.kind == "unknown_city":
         e.update(honest=True, must_not_contain=["°C"])
     elif task.kind == "compare":
-        lead = record["answer"].split(" is ")[0] if task.facts["lead"] != "both" else None
+        degrees = {c["arguments"]["city"]: tb._degrees(o) for c, o in zip(calls, obs)}
+        pick = {"warmer": max, "colder": min}.get(task.facts["lead"])
+        lead = pick(degrees, key=degrees.get) if pick else None
         e["must_contain"] = [o.split(",")[0] for o in obs] + ([lead] if lead else [])
         if lead:  # the judge also wants the right city named warmer / colder, not only mentioned
             other = next(c for c in task.entities[:2] if c != lead)

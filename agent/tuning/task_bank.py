@@ -311,6 +311,53 @@ TWO_HOP_MORE_Q = (
     ("In which year was {book}'s novelist born?", "year"))
 WHO_WROTE_MORE_Q = ("Who's the writer of {book}?", "Which novelist wrote {book}?", "Author of {book}?",
                     "Can you find out who wrote {book}?")
+# --- the fifth data set (training side only, indexed after the *_MORE_Q above) ------------------
+# Unknown places to copy into a call: accents, several words, hyphens, so a name never seen in
+# training (the held-out Bogotá) is copied letter for letter rather than "corrected" into a known
+# one. None is a weather city, a held-out unknown city or a train unknown city above (tested).
+TRAIN_UNKNOWN_MORE = (
+    "São Paulo", "Kraków", "Reykjavík", "Medellín", "Málaga", "Córdoba", "Düsseldorf", "Göteborg",
+    "Montréal", "Poznań", "Brașov", "İzmir", "Valparaíso", "Asunción", "Ljubljana", "Tallinn",
+    "Vilnius", "Jyväskylä", "Tromsø", "Aarhus", "Malmö", "Kyoto", "Dakar", "Accra", "Quito", "La Paz",
+    "San José", "Marrakesh", "Tunis", "Cluj-Napoca", "Rio de Janeiro", "Cape Town", "Kuala Lumpur",
+    "Ho Chi Minh City", "New Delhi", "Salt Lake City", "Las Palmas", "Sankt Gallen", "Łódź", "Škofja Loka",
+    "Nuuk", "Ulaanbaatar", "Tbilisi", "Yerevan", "Almaty", "Bratislava", "Debrecen", "Thessaloniki")
+# Operations in more words: a mean and a difference named as a student might ("midpoint", "gap").
+TEMP_MATH_FIFTH_Q = (
+    ("What is the mean temperature in {a} and {b} at the moment?", "average"),
+    ("Tell me the average of {a}'s and {b}'s temperatures.", "average"),
+    ("If you average {a} and {b}, what temperature do you get?", "average"),
+    ("What's the midpoint between the temperatures of {a} and {b}?", "average"),
+    ("What is the typical temperature across {a} and {b}, taking the mean?", "average"),
+    ("How big is the gap in degrees between {a} and {b}?", "difference"),
+    ("Find the difference between the temperatures in {a} and {b}.", "difference"),
+    ("Add {a}'s temperature to {b}'s temperature.", "sum"),
+    ("What is the combined temperature of {a} plus {b}?", "sum"),
+    ("How many degrees Fahrenheit is it in {a} now?", "fahrenheit"),
+    ("What does {a}'s temperature read on a Fahrenheit thermometer?", "fahrenheit"))
+# Word problems: each operation under several stories, so the story's verb ("share", "each",
+# "left", "by", "per") picks the operation rather than the order of the numbers.
+ARITHMETIC_FIFTH_Q = (
+    ("{x} sweets go equally into {n} bags. How many sweets are in each bag?", "{x} / {n}",
+     "Each bag has {r} sweets."),
+    ("A {d} km route is cut into {n} equal stages. How long is each stage in km?", "{d} / {n}",
+     "Each stage is {r} km."),
+    ("{n} colleagues pay {x} euros together, each the same share. What is one share?", "{x} / {n}",
+     "One share is {r} euros."),
+    ("How many euros per hour is {x} euros for {t} hours of work?", "{x} / {t}", "That is {r} euros per hour."),
+    ("A field is {x} m by {n} m. How many square metres is it?", "{x} * {n}", "The field is {r} square metres."),
+    ("A room measures {n} m by {y} m. What is its floor area?", "{n} * {y}", "The floor area is {r} square metres."),
+    ("A cyclist rides {y} km every day for {n} days. How far is that in all?", "{y} * {n}",
+     "That is {r} km in all."),
+    ("{n} crates hold {x} apples each. How many apples is that?", "{n} * {x}", "That is {r} apples."),
+    ("How many seconds are in {n} minutes?", "{n} * 60", "There are {r} seconds in {n} minutes."),
+    ("A book has {d} pages and I have read {x}. How many pages are left?", "{d} - {x}", "{r} pages are left."),
+    ("A jacket costs {x} euros. I pay with {d} euros. What change do I get?", "{d} - {x}",
+     "You get {r} euros of change."),
+    ("The temperature was {x} degrees and fell by {y}. What is it now?", "{x} - {y}", "It is now {r} degrees."),
+    ("What is {pct}% of {d} euros?", "{d} * {pct} / 100", "{pct}% of {d} euros is {r} euros."),
+    ("A class of {x} pupils grows by {y}. How many pupils are there now?", "{x} + {y}", "There are {r} pupils now."),
+    ("Evaluate {x} * {n} - {y}.", "{x} * {n} - {y}", "{x} * {n} - {y} = {r}."))
 # --- a SECOND held-out set (issue 24): phrasings written after the fourth data set and before any
 # training on them, so it measures what the fourth set's changes (made after reading the first
 # held-out set's misses) cannot have been fitted to. Held-out entities only; never trained.
@@ -404,11 +451,10 @@ def _compare(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     reports = _reports(seen)
     a, b = task.entities[:2]
     warm, cold = sorted((a, b), key=lambda c: -_degrees(reports[c]))
-    lead = task.facts["lead"]
-    if lead == "warmer":
-        return Turn(answer=f"{warm} is warmer: {reports[warm]} in {warm}, against {reports[cold]} in {cold}.")
-    if lead == "colder":
-        return Turn(answer=f"{cold} is colder: {reports[cold]} in {cold}, against {reports[warm]} in {warm}.")
+    lead = task.facts["lead"]  # the two readings first, the verdict after them: a small model writes
+    if lead in ("warmer", "colder"):  # the numbers it compares next to each other before naming a city
+        city = warm if lead == "warmer" else cold
+        return Turn(answer=f"{a} has {reports[a]} and {b} has {reports[b]}, so {city} is {lead}.")
     return Turn(answer=f"In {a} it is {reports[a]}; in {b} it is {reports[b]}.")
 
 
@@ -487,10 +533,8 @@ def _two_hop(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     if len(seen) == 1:
         return Turn(f"The author is {author}; now I look up when and where {author} was born.",
                     (("lookup", {"term": "born", "article": author}),))
-    place, year = _birth(seen[-1].content)
-    if task.facts["ask"] == "year":
-        return Turn(answer=f"{author}, the author of {book}, was born in {year}.")
-    return Turn(answer=f"{author}, the author of {book}, was born {place}.")
+    place, year = _birth(seen[-1].content)  # the year and the place, whichever was asked: one answer
+    return Turn(answer=f"{author}, the author of {book}, was born in {year} {place}.")
 
 
 def _no_tool(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
