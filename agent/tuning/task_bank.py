@@ -322,6 +322,44 @@ TRAIN_UNKNOWN_MORE = (
     "San José", "Marrakesh", "Tunis", "Cluj-Napoca", "Rio de Janeiro", "Cape Town", "Kuala Lumpur",
     "Ho Chi Minh City", "New Delhi", "Salt Lake City", "Las Palmas", "Sankt Gallen", "Łódź", "Škofja Loka",
     "Nuuk", "Ulaanbaatar", "Tbilisi", "Yerevan", "Almaty", "Bratislava", "Debrecen", "Thessaloniki")
+# --- the seventh data set: weather worlds (training side only) ------------------------------------
+# Every training run that asks the weather tool runs in a world of its own: the demo's tool on a
+# table of readings drawn for that run (`world`). With the demo's one fixed table, the 10 training
+# cities' readings never change, so "is Madrid warmer than Berlin" and "24 - 12" can be learnt by
+# name; the held-out comparisons then named the wrong city ("Sydney is colder: 22°C … against 5°C").
+# A world's readings change from run to run, so the answer has to be read from the observation, and
+# its cities come from a wider list, so the call has to copy the name from the question. None is a
+# held-out city, a held-out unknown place, or an unknown place of the training runs (tested).
+WORLD_CITIES = TRAIN_CITIES + (
+    "Hamburg", "Munich", "Köln", "Nürnberg", "Barcelona", "Valencia", "Seville", "Cádiz", "San Sebastián",
+    "A Coruña", "Porto", "Amsterdam", "Rotterdam", "Brussels", "Antwerp", "Copenhagen", "Bergen", "Gdańsk",
+    "Wrocław", "Budapest", "Bucharest", "Sofia", "Belgrade", "Zagreb", "Naples", "Milan", "Florence",
+    "Venice", "Lyon", "Marseille", "Besançon", "Aix-en-Provence", "Geneva", "Salzburg", "Edinburgh",
+    "Manchester", "Galway", "Montevideo", "Santiago", "Lagos", "Casablanca", "Osaka", "Busan", "Taipei",
+    "Manila", "Bangkok", "Singapore", "Melbourne", "Auckland", "Vancouver", "Seattle", "Boston", "Miami",
+    "Mexico City", "Havana", "Belo Horizonte", "Saint Petersburg", "Frankfurt am Main")
+_CONDITIONS = ((1, ("snow", "snow showers", "freezing fog", "cloudy", "clear")),
+               (10, ("rainy", "drizzle", "overcast", "cloudy", "windy", "light rain", "fog")),
+               (19, ("cloudy", "partly cloudy", "sunny", "rainy", "windy", "light rain", "clear", "overcast")),
+               (99, ("sunny", "clear", "thunderstorms", "partly cloudy", "humid", "hot and dry")))
+WORLD_SIZE = len(WEATHER)  # a world knows as many cities as the demo, so its error lists as many
+
+
+def reading(rng: random.Random, degrees: int) -> str:
+    """A demo reading, "12°C, rainy": a condition that fits the temperature."""
+    return f"{degrees}°C, {_pick(rng, next(c for top, c in _CONDITIONS if degrees <= top))}"
+
+
+def world(known: tuple[str, ...], unknown: tuple[str, ...], rng: random.Random) -> dict[str, str]:
+    """One run's table of readings: the cities it asks about (`known`, each a different temperature
+    from -2 to 29 °C) among others from WORLD_CITIES, never the places it must find unknown."""
+    others = [c for c in WORLD_CITIES if c not in known and c not in unknown]
+    cities = list(known) + rng.sample(others, WORLD_SIZE - len(known))
+    rng.shuffle(cities)
+    temps = dict(zip(known, rng.sample(range(-2, 30), len(known)), strict=True))
+    return {c: reading(rng, temps[c] if c in temps else rng.randrange(-2, 30)) for c in cities}
+
+
 # Operations in more words: a mean and a difference named as a student might ("midpoint", "gap").
 TEMP_MATH_FIFTH_Q = (
     ("What is the mean temperature in {a} and {b} at the moment?", "average"),
