@@ -83,15 +83,20 @@ WEATHER = {
     "Tokyo": "18°C, clear", "New York": "16°C, partly cloudy", "Sydney": "22°C, sunny",
     "Nairobi": "25°C, thunderstorms", "Bogotá": "14°C, light rain", "Ottawa": "5°C, cloudy",
 }
-_WEATHER_BY_KEY = {normalize(city): report for city, report in WEATHER.items()}
+
+
+def weather_in(table: dict[str, str], city: str) -> str:
+    """The weather tool's work on one table of readings (city → "12°C, rainy")."""
+    by_key = {normalize(c): report for c, report in table.items()}
+    report = by_key.get(normalize(city.split(",")[0]))
+    if report is None:
+        raise ToolError(f"no weather data for {city!r}; this demo knows {', '.join(table)}")
+    return report
 
 
 def get_weather(city: str) -> str:
     """The current (demo) weather for a city: get_weather("Berlin") → "12°C, rainy"."""
-    report = _WEATHER_BY_KEY.get(normalize(city.split(",")[0]))
-    if report is None:
-        raise ToolError(f"no weather data for {city!r}; this demo knows {', '.join(WEATHER)}")
-    return report
+    return weather_in(WEATHER, city)
 
 
 # --- calculator ----------------------------------------------------------------------------------
@@ -236,6 +241,7 @@ def finish(answer: str) -> str:
 _STRING = {"type": "string"}
 WEATHER_TOOL = Tool("get_weather", "Get the current weather for a city.",
                     _object_schema({"city": _STRING}, ["city"]), get_weather)
+
 CALCULATOR_TOOL = Tool(
     "calculator", 'Evaluate an arithmetic expression with + - * / // % ** and parentheses, e.g. "345 / 2.5".',
     _object_schema({"expression": _STRING}, ["expression"]), calculator)
@@ -250,6 +256,15 @@ FINISH_TOOL = Tool("finish", "Give the final answer and end the run.",
                    _object_schema({"answer": _STRING}, ["answer"]), finish)
 TOOLS: tuple[Tool, ...] = (WEATHER_TOOL, CALCULATOR_TOOL, SEARCH_TOOL, LOOKUP_TOOL, FINISH_TOOL)
 FINISH = FINISH_TOOL.name
+
+
+def weather_world(table: dict[str, str]) -> tuple[Tool, ...]:
+    """TOOLS with get_weather reading another table of demo readings: the same name, description
+    and schema, so the prompt is the same string. Trajectory tuning draws one such table a training
+    run (agent.tuning), so the model learns to read the reading instead of memorising the demo's."""
+    tool = Tool(WEATHER_TOOL.name, WEATHER_TOOL.description, WEATHER_TOOL.parameters,
+                lambda city: weather_in(table, city))
+    return tuple(tool if t.name == WEATHER_TOOL.name else t for t in TOOLS)
 
 
 def tool_named(tools: tuple[Tool, ...], name: str) -> Tool | None:

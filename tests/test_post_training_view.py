@@ -127,6 +127,8 @@ def test_training_run_html_colours_trained_and_masked_apart_with_a_legend():
     assert re.search(r'class="pt-trained"[^>]*>Thought: x</span>', html)
     assert 'class="pt-legend"' in html and "trained" in html and "masked" in html
     assert "No training run" in pt.training_run_html([])
+    assert "world of its own" in pt.training_run_html([("a", True)], world=True)
+    assert "world of its own" not in html
 
 
 def test_loss_curve_paths_only_those_present(tmp_path):

@@ -58,6 +58,46 @@ def test_held_out_split_overlaps_training_in_no_template_entities_pair():
     assert {"difference", "sum", "average", "fahrenheit", "two_hop", "unknown_city"} <= {q["group"] for q in held_out}
 
 
+def test_the_unknown_places_to_copy_are_no_weather_city_and_no_held_out_place():
+    """The fifth data set's unknown places (accents, several words) stay unknown to the weather tool
+    and match no held-out or known city, even case-, accent- and punctuation-blind."""
+    from agent.tools import WEATHER, normalize
+    from agent.tuning import task_bank as tb
+
+    more = {normalize(c) for c in tb.TRAIN_UNKNOWN_MORE}
+    assert len(more) == len(tb.TRAIN_UNKNOWN_MORE)
+    assert not more & {normalize(c) for c in (*WEATHER, *tb.HELD_OUT_UNKNOWN, *tb.TRAIN_UNKNOWN)}
+    trained = {r["entities"][0] for r in TRAIN if r["kind"] == "unknown_city"}
+    assert len(trained & set(tb.TRAIN_UNKNOWN_MORE)) >= 30
+    assert any(not c.isascii() for c in trained)
+
+
+def test_every_training_run_that_asks_the_weather_has_a_world_of_its_own_without_held_out_places():
+    """The seventh data set: a training run that asks the weather tool reads its own table of
+    readings (so no city's reading can be learnt by name), its unknown place is not in that table,
+    and no world holds a held-out city or place; the held-in and held-out questions use the demo's."""
+    from agent.tools import WEATHER, normalize
+    from agent.tuning import task_bank as tb
+
+    held = {normalize(c) for c in (*tb.HELD_OUT_CITIES, *tb.HELD_OUT_UNKNOWN)}
+    unknown = {normalize(c) for c in (*tb.TRAIN_UNKNOWN, *tb.TRAIN_UNKNOWN_MORE)}
+    assert not {normalize(c) for c in tb.WORLD_CITIES} & (held | unknown)
+    asking = [r for r in TRAIN if any(c["name"] == "get_weather" for c in r["calls"])]
+    assert asking and all(len(r["weather"]) == len(WEATHER) for r in asking)
+    assert not {normalize(c) for r in asking for c in r["weather"]} & held
+    for r in asking:
+        names = {normalize(c) for c in r["weather"]}
+        assert (normalize(r["entities"][0]) in names) == (r["kind"] != "unknown_city"), r["id"]
+    readings = {}
+    for r in asking:
+        for city, report in r["weather"].items():
+            readings.setdefault(city, set()).add(report)
+    assert min(len(v) for c, v in readings.items() if c in tb.TRAIN_CITIES) > 5  # no fixed reading to learn
+    assert len({e for r in asking for e in r["entities"]} & set(tb.WORLD_CITIES)) > 50
+    for name in ("held_in", "held_out", "held_out_2"):
+        assert not any("weather" in q for q in read_jsonl(DATA_DIR / FILES[name]))
+
+
 def test_the_second_held_out_set_shares_no_phrasing_with_training_or_the_first():
     """held-out-2: phrasings no training run and no first held-out question uses, over held-out
     entities only, every kind and operation the first set has."""

@@ -34,8 +34,11 @@ TRAIN_COUNTS = {"weather": 44, "unknown_city": 26, "compare": 44, "temp_math": 4
 # Extra training runs from the *_EXTRA_Q and *_MORE_Q phrasings and the trained one-city
 # compositions (task_bank): drawn after the split with their own seeded RNG, so the held-in and
 # held-out sets stay exactly what they were; spread evenly over the phrasings (every one occurs).
-# About 1,000 runs in all: one epoch in batches of 4 over a shared prefix fits ~16 minutes an adapter.
-EXTRA_TRAIN_COUNTS = {"weather": 90, "unknown_city": 45, "compare": 90, "temp_math": 160, "arithmetic": 80,
+# The fifth data set (about 1,130 runs): more unknown places to copy (TRAIN_UNKNOWN_MORE), more word
+# problems and operation words; one epoch in batches of 4 over a shared prefix, ~17 minutes an adapter.
+# The seventh: every run that asks the weather tool in a world of its own (in_a_world), the extra runs
+# over task_bank.WORLD_CITIES, and 40 comparisons more for 40 unknown places fewer.
+EXTRA_TRAIN_COUNTS = {"weather": 90, "unknown_city": 60, "compare": 110, "temp_math": 200, "arithmetic": 130,
                       "two_hop": 150, "search": 40, "no_tool": 36, "repair": 20}
 HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4, "arithmetic": 4,
                   "two_hop": 4, "search": 2, "no_tool": 3}
@@ -59,8 +62,10 @@ def _numbers(rng: random.Random) -> dict[str, object]:
             "p": rng.choice((1.2, 2.5, 3, 4.5, 6)), "pct": rng.choice((5, 10, 15, 20, 25, 50))}
 
 
-MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q, "temp_math": tb.TEMP_MATH_MORE_Q,
-        "arithmetic": tb.ARITHMETIC_MORE_Q, "two_hop": tb.TWO_HOP_MORE_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
+MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
+        "temp_math": tb.TEMP_MATH_MORE_Q + tb.TEMP_MATH_FIFTH_Q,
+        "arithmetic": tb.ARITHMETIC_MORE_Q + tb.ARITHMETIC_FIFTH_Q,
+        "two_hop": tb.TWO_HOP_MORE_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
 
 
 def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = (),
@@ -79,12 +84,14 @@ def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -
     shuffled; with `extra`, the training instances of the kind's extra phrasings instead."""
     side = 0 if split == "train" or extra else 1
     two = tb.HELD_OUT_2_Q[SECOND[kind]] if split == "held_out_2" else None
-    cities = tb.TRAIN_CITIES if side == 0 else tb.HELD_OUT_CITIES
+    train_cities = tb.WORLD_CITIES if extra else tb.TRAIN_CITIES  # the extra runs ask about more cities
+    cities = train_cities if side == 0 else tb.HELD_OUT_CITIES
     books = tb.TRAIN_BOOKS if side == 0 else tb.HELD_OUT_BOOKS
-    pairs = _pairs(tb.TRAIN_CITIES) if side == 0 else _pairs(tb.TRAIN_CITIES + tb.HELD_OUT_CITIES, tb.HELD_OUT_CITIES)
+    pairs = _pairs(train_cities) if side == 0 else _pairs(tb.TRAIN_CITIES + tb.HELD_OUT_CITIES, tb.HELD_OUT_CITIES)
     out: list[Task] = []
     if kind in ("weather", "unknown_city", "repair"):
-        places = (tb.TRAIN_UNKNOWN if side == 0 else tb.HELD_OUT_UNKNOWN) if kind == "unknown_city" else cities
+        unknown = tb.HELD_OUT_UNKNOWN if side else tb.TRAIN_UNKNOWN + (tb.TRAIN_UNKNOWN_MORE if extra else ())
+        places = unknown if kind == "unknown_city" else cities
         bank = _bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra, MORE["weather"], two)
         for (i, q), c in itertools.product(bank, places):
             facts = {"bad": tb.BAD_ARGUMENTS[len(out) % len(tb.BAD_ARGUMENTS)]} if kind == "repair" else {}
@@ -153,7 +160,21 @@ def split_tasks(seed: int = SEED) -> dict[str, list[Task]]:
     extra_rng = random.Random(f"{seed}-extra")  # its own draws: the split above does not move
     for kind, n in EXTRA_TRAIN_COUNTS.items():
         train += _spread(_dedupe(candidates(kind, "train", extra_rng, extra=True)))[:n]
-    return {"train": train, "held_in": held_in, "held_out": held_out}
+    world_rng = random.Random(f"{seed}-worlds")  # likewise: the worlds move no task
+    return {"train": [in_a_world(t, world_rng) for t in train], "held_in": held_in, "held_out": held_out}
+
+
+WORLD_KINDS = ("weather", "unknown_city", "compare", "temp_math", "repair")
+
+
+def in_a_world(task: Task, rng: random.Random) -> Task:
+    """A training task that asks the weather tool, with a table of readings of its own (task_bank.world);
+    its unknown place stays unknown there. Held-in and held-out questions keep the demo's table."""
+    if task.kind not in WORLD_KINDS:
+        return task
+    known, unknown = ((), task.entities) if task.kind == "unknown_city" else (task.entities, ())
+    return Task(task.kind, task.template, task.entities, task.question, task.seed,
+                task.facts | {"weather": tb.world(known, unknown, rng)})
 
 
 def second_held_out(seed: int = SEED) -> list[Task]:
@@ -182,7 +203,9 @@ def expected(task: Task, record: dict) -> dict:
     elif task.kind == "unknown_city":
         e.update(honest=True, must_not_contain=["°C"])
     elif task.kind == "compare":
-        lead = record["answer"].split(" is ")[0] if task.facts["lead"] != "both" else None
+        degrees = {c["arguments"]["city"]: tb._degrees(o) for c, o in zip(calls, obs, strict=True)}
+        pick = {"warmer": max, "colder": min}.get(task.facts["lead"])
+        lead = pick(degrees, key=degrees.get) if pick else None
         e["must_contain"] = [o.split(",")[0] for o in obs] + ([lead] if lead else [])
         if lead:  # the judge also wants the right city named warmer / colder, not only mentioned
             other = next(c for c in task.entities[:2] if c != lead)

@@ -311,6 +311,91 @@ TWO_HOP_MORE_Q = (
     ("In which year was {book}'s novelist born?", "year"))
 WHO_WROTE_MORE_Q = ("Who's the writer of {book}?", "Which novelist wrote {book}?", "Author of {book}?",
                     "Can you find out who wrote {book}?")
+# --- the fifth data set (training side only, indexed after the *_MORE_Q above) ------------------
+# Unknown places to copy into a call: accents, several words, hyphens, so a name never seen in
+# training (the held-out Bogotá) is copied letter for letter rather than "corrected" into a known
+# one. None is a weather city, a held-out unknown city or a train unknown city above (tested).
+TRAIN_UNKNOWN_MORE = (
+    "São Paulo", "Kraków", "Reykjavík", "Medellín", "Málaga", "Córdoba", "Düsseldorf", "Göteborg",
+    "Montréal", "Poznań", "Brașov", "İzmir", "Valparaíso", "Asunción", "Ljubljana", "Tallinn",
+    "Vilnius", "Jyväskylä", "Tromsø", "Aarhus", "Malmö", "Kyoto", "Dakar", "Accra", "Quito", "La Paz",
+    "San José", "Marrakesh", "Tunis", "Cluj-Napoca", "Rio de Janeiro", "Cape Town", "Kuala Lumpur",
+    "Ho Chi Minh City", "New Delhi", "Salt Lake City", "Las Palmas", "Sankt Gallen", "Łódź", "Škofja Loka",
+    "Nuuk", "Ulaanbaatar", "Tbilisi", "Yerevan", "Almaty", "Bratislava", "Debrecen", "Thessaloniki")
+# --- the seventh data set: weather worlds (training side only) ------------------------------------
+# Every training run that asks the weather tool runs in a world of its own: the demo's tool on a
+# table of readings drawn for that run (`world`). With the demo's one fixed table, the 10 training
+# cities' readings never change, so "is Madrid warmer than Berlin" and "24 - 12" can be learnt by
+# name; the held-out comparisons then named the wrong city ("Sydney is colder: 22°C … against 5°C").
+# A world's readings change from run to run, so the answer has to be read from the observation, and
+# its cities come from a wider list, so the call has to copy the name from the question. None is a
+# held-out city, a held-out unknown place, or an unknown place of the training runs (tested).
+WORLD_CITIES = TRAIN_CITIES + (
+    "Hamburg", "Munich", "Köln", "Nürnberg", "Barcelona", "Valencia", "Seville", "Cádiz", "San Sebastián",
+    "A Coruña", "Porto", "Amsterdam", "Rotterdam", "Brussels", "Antwerp", "Copenhagen", "Bergen", "Gdańsk",
+    "Wrocław", "Budapest", "Bucharest", "Sofia", "Belgrade", "Zagreb", "Naples", "Milan", "Florence",
+    "Venice", "Lyon", "Marseille", "Besançon", "Aix-en-Provence", "Geneva", "Salzburg", "Edinburgh",
+    "Manchester", "Galway", "Montevideo", "Santiago", "Lagos", "Casablanca", "Osaka", "Busan", "Taipei",
+    "Manila", "Bangkok", "Singapore", "Melbourne", "Auckland", "Vancouver", "Seattle", "Boston", "Miami",
+    "Mexico City", "Havana", "Belo Horizonte", "Saint Petersburg", "Frankfurt am Main")
+_CONDITIONS = ((1, ("snow", "snow showers", "freezing fog", "cloudy", "clear")),
+               (10, ("rainy", "drizzle", "overcast", "cloudy", "windy", "light rain", "fog")),
+               (19, ("cloudy", "partly cloudy", "sunny", "rainy", "windy", "light rain", "clear", "overcast")),
+               (99, ("sunny", "clear", "thunderstorms", "partly cloudy", "humid", "hot and dry")))
+WORLD_SIZE = len(WEATHER)  # a world knows as many cities as the demo, so its error lists as many
+
+
+def reading(rng: random.Random, degrees: int) -> str:
+    """A demo reading, "12°C, rainy": a condition that fits the temperature."""
+    return f"{degrees}°C, {_pick(rng, next(c for top, c in _CONDITIONS if degrees <= top))}"
+
+
+def world(known: tuple[str, ...], unknown: tuple[str, ...], rng: random.Random) -> dict[str, str]:
+    """One run's table of readings: the cities it asks about (`known`, each a different temperature
+    from -2 to 29 °C) among others from WORLD_CITIES, never the places it must find unknown."""
+    others = [c for c in WORLD_CITIES if c not in known and c not in unknown]
+    cities = list(known) + rng.sample(others, WORLD_SIZE - len(known))
+    rng.shuffle(cities)
+    temps = dict(zip(known, rng.sample(range(-2, 30), len(known)), strict=True))
+    return {c: reading(rng, temps[c] if c in temps else rng.randrange(-2, 30)) for c in cities}
+
+
+# Operations in more words: a mean and a difference named as a student might ("midpoint", "gap").
+TEMP_MATH_FIFTH_Q = (
+    ("What is the mean temperature in {a} and {b} at the moment?", "average"),
+    ("Tell me the average of {a}'s and {b}'s temperatures.", "average"),
+    ("If you average {a} and {b}, what temperature do you get?", "average"),
+    ("What's the midpoint between the temperatures of {a} and {b}?", "average"),
+    ("What is the typical temperature across {a} and {b}, taking the mean?", "average"),
+    ("How big is the gap in degrees between {a} and {b}?", "difference"),
+    ("Find the difference between the temperatures in {a} and {b}.", "difference"),
+    ("Add {a}'s temperature to {b}'s temperature.", "sum"),
+    ("What is the combined temperature of {a} plus {b}?", "sum"),
+    ("How many degrees Fahrenheit is it in {a} now?", "fahrenheit"),
+    ("What does {a}'s temperature read on a Fahrenheit thermometer?", "fahrenheit"))
+# Word problems: each operation under several stories, so the story's verb ("share", "each",
+# "left", "by", "per") picks the operation rather than the order of the numbers.
+ARITHMETIC_FIFTH_Q = (
+    ("{x} sweets go equally into {n} bags. How many sweets are in each bag?", "{x} / {n}",
+     "Each bag has {r} sweets."),
+    ("A {d} km route is cut into {n} equal stages. How long is each stage in km?", "{d} / {n}",
+     "Each stage is {r} km."),
+    ("{n} colleagues pay {x} euros together, each the same share. What is one share?", "{x} / {n}",
+     "One share is {r} euros."),
+    ("How many euros per hour is {x} euros for {t} hours of work?", "{x} / {t}", "That is {r} euros per hour."),
+    ("A field is {x} m by {n} m. How many square metres is it?", "{x} * {n}", "The field is {r} square metres."),
+    ("A room measures {n} m by {y} m. What is its floor area?", "{n} * {y}", "The floor area is {r} square metres."),
+    ("A cyclist rides {y} km every day for {n} days. How far is that in all?", "{y} * {n}",
+     "That is {r} km in all."),
+    ("{n} crates hold {x} apples each. How many apples is that?", "{n} * {x}", "That is {r} apples."),
+    ("How many seconds are in {n} minutes?", "{n} * 60", "There are {r} seconds in {n} minutes."),
+    ("A book has {d} pages and I have read {x}. How many pages are left?", "{d} - {x}", "{r} pages are left."),
+    ("A jacket costs {x} euros. I pay with {d} euros. What change do I get?", "{d} - {x}",
+     "You get {r} euros of change."),
+    ("The temperature was {x} degrees and fell by {y}. What is it now?", "{x} - {y}", "It is now {r} degrees."),
+    ("What is {pct}% of {d} euros?", "{d} * {pct} / 100", "{pct}% of {d} euros is {r} euros."),
+    ("A class of {x} pupils grows by {y}. How many pupils are there now?", "{x} + {y}", "There are {r} pupils now."),
+    ("Evaluate {x} * {n} - {y}.", "{x} * {n} - {y}", "{x} * {n} - {y} = {r}."))
 # --- a SECOND held-out set (issue 24): phrasings written after the fourth data set and before any
 # training on them, so it measures what the fourth set's changes (made after reading the first
 # held-out set's misses) cannot have been fitted to. Held-out entities only; never trained.
@@ -404,11 +489,10 @@ def _compare(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     reports = _reports(seen)
     a, b = task.entities[:2]
     warm, cold = sorted((a, b), key=lambda c: -_degrees(reports[c]))
-    lead = task.facts["lead"]
-    if lead == "warmer":
-        return Turn(answer=f"{warm} is warmer: {reports[warm]} in {warm}, against {reports[cold]} in {cold}.")
-    if lead == "colder":
-        return Turn(answer=f"{cold} is colder: {reports[cold]} in {cold}, against {reports[warm]} in {warm}.")
+    lead = task.facts["lead"]  # the two readings first, the verdict after them: a small model writes
+    if lead in ("warmer", "colder"):  # the numbers it compares next to each other before naming a city
+        city = warm if lead == "warmer" else cold
+        return Turn(answer=f"{a} has {reports[a]} and {b} has {reports[b]}, so {city} is {lead}.")
     return Turn(answer=f"In {a} it is {reports[a]}; in {b} it is {reports[b]}.")
 
 
@@ -487,10 +571,8 @@ def _two_hop(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     if len(seen) == 1:
         return Turn(f"The author is {author}; now I look up when and where {author} was born.",
                     (("lookup", {"term": "born", "article": author}),))
-    place, year = _birth(seen[-1].content)
-    if task.facts["ask"] == "year":
-        return Turn(answer=f"{author}, the author of {book}, was born in {year}.")
-    return Turn(answer=f"{author}, the author of {book}, was born {place}.")
+    place, year = _birth(seen[-1].content)  # the year and the place, whichever was asked: one answer
+    return Turn(answer=f"{author}, the author of {book}, was born in {year} {place}.")
 
 
 def _no_tool(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:

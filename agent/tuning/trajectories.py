@@ -33,7 +33,7 @@ from agent.messages import AssistantMessage, ResultKind, ToolCall, ToolResultMes
 from agent.settings import Settings
 from agent.stops import END_OF_TURN
 from agent.template import Prompt, call_text, render_prompt
-from agent.tools import TOOLS
+from agent.tools import TOOLS, Tool, weather_world
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "assets" / "trajectories"
 MODE, FMT = Mode.REACT, Fmt.NATIVE  # the ReAct tab's ReAct mode with native tool calls
@@ -114,6 +114,12 @@ class Oracle:
         return BackendReply(reply_text(next_turn(self.task, observations(prompt)), self.thoughts))
 
 
+def tools_of(weather: dict[str, str] | None) -> tuple[Tool, ...]:
+    """The real tools, with get_weather on the run's own table of readings when it has one (a
+    training run's world, task_bank.world); held-in and held-out questions use the demo's."""
+    return weather_world(weather) if weather else TOOLS
+
+
 def start(question: str, settings: Settings = SETTINGS) -> loop.State:
     """The state the ReAct tab starts a typed task from: ReAct mode, native tool calls."""
     return loop.new_state(question, MODE, FMT, settings)
@@ -123,20 +129,24 @@ def oracle_run(task: Task, thoughts: bool = True) -> dict:
     """Run the oracle through the real loop; the run as a JSONL record."""
     from agent.tuning.task_bank import next_turn
 
-    states = loop.run(start(task.question), Oracle(task, thoughts), TOOLS)
+    tools = tools_of(task.facts.get("weather"))
+    states = loop.run(start(task.question), Oracle(task, thoughts), tools)
     final = states[-1]
     if final.stop_reason != loop.StopReason.FINAL_ANSWER:
         raise RuntimeError(f"the oracle's run of {task.question!r} stopped: {final.stop_reason}")
-    prompts = [loop.build_prompt(s, TOOLS) for s in states if s.phase == loop.Phase.CALL_MODEL and not s.done]
+    prompts = [loop.build_prompt(s, tools) for s in states if s.phase == loop.Phase.CALL_MODEL and not s.done]
     turns = [next_turn(task, observations(p)) for p in prompts[:len(final.replies)]]
-    return {"id": f"{task.template}:{'|'.join(task.entities)}:{task.seed}", "kind": task.kind,
-            "template": task.template, "entities": list(task.entities), "question": task.question,
-            "seed": task.seed, "thoughts": thoughts, "replies": [r.text for r in final.replies],
-            "trained": [t.trained for t in turns],
-            "observations": [m.content for m in final.history if isinstance(m, ToolResultMessage)],
-            "calls": [{"name": c.name, "arguments": json.loads(c.arguments)}
-                      for m in final.history if isinstance(m, AssistantMessage) for c in m.tool_calls],
-            "answer": final.final_answer}
+    record = {"id": f"{task.template}:{'|'.join(task.entities)}:{task.seed}", "kind": task.kind,
+              "template": task.template, "entities": list(task.entities), "question": task.question,
+              "seed": task.seed, "thoughts": thoughts, "replies": [r.text for r in final.replies],
+              "trained": [t.trained for t in turns],
+              "observations": [m.content for m in final.history if isinstance(m, ToolResultMessage)],
+              "calls": [{"name": c.name, "arguments": json.loads(c.arguments)}
+                        for m in final.history if isinstance(m, AssistantMessage) for c in m.tool_calls],
+              "answer": final.final_answer}
+    if task.facts.get("weather"):  # the run's own readings: replay() executes its calls on them again
+        record["weather"] = task.facts["weather"]
+    return record
 
 
 @dataclass
@@ -157,7 +167,7 @@ class _Capture:
 def replay(record: dict) -> tuple[tuple[loop.State, ...], list[Prompt]]:
     """The record's replies replayed through the real loop and tools: (states, each call's prompt)."""
     backend = _Capture(ScriptedBackend(tuple(BackendReply(t) for t in record["replies"])))
-    return loop.run(start(record["question"]), backend, TOOLS), backend.prompts
+    return loop.run(start(record["question"]), backend, tools_of(record.get("weather"))), backend.prompts
 
 
 def render_run(record: dict, tokenizer) -> tuple[str, tuple[tuple[int, int], ...]]:

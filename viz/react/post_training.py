@@ -160,8 +160,14 @@ def run_pieces(decode: Callable[[list[int]], str], ids: Sequence[int],
     return pieces
 
 
-def training_run_html(pieces: list[tuple[str, bool]], title: str = "") -> str:
-    """One training run as the model saw it: trained pieces (the loss) and masked ones coloured apart."""
+WORLD_NOTE = ("This run asked the weather tool in a world of its own: its readings were drawn for this run, "
+              "not the demo's. Every training run that asks the weather does, so the model learns to read "
+              "the reading it gets instead of memorising one table; the app and the benchmark use the demo's.")
+
+
+def training_run_html(pieces: list[tuple[str, bool]], title: str = "", world: bool = False) -> str:
+    """One training run as the model saw it: trained pieces (the loss) and masked ones coloured apart;
+    `world`: the run read its own weather readings (agent.tuning.sets.in_a_world), said under it."""
     if not pieces:
         return '<div class="pt-run pt-missing">No training run to show (assets/trajectories/ is empty).</div>'
     legend = (f'<div class="pt-legend"><span class="pt-trained" style="{TRAINED_STYLE}">trained: the loss is '
@@ -170,8 +176,9 @@ def training_run_html(pieces: list[tuple[str, bool]], title: str = "") -> str:
     body = "".join(f'<span class="{"pt-trained" if t else "pt-masked"}" style="{TRAINED_STYLE if t else MASKED_STYLE}">'
                    f"{esc(text)}</span>" for text, t in pieces)
     caption = f'<div class="pt-run-title">{esc(title)}</div>' if title else ""
+    note = f'<p class="pt-note pt-world">{esc(WORLD_NOTE)}</p>' if world else ""
     return (f'<div class="pt-run">{caption}{legend}<pre class="pt-run-text" '
-            f'style="white-space:pre-wrap;max-height:28em;overflow:auto">{body}</pre></div>')
+            f'style="white-space:pre-wrap;max-height:28em;overflow:auto">{body}</pre>{note}</div>')
 
 
 def loss_curve_paths(root: Path = ADAPTERS_DIR) -> dict[str, Path]:
@@ -180,13 +187,14 @@ def loss_curve_paths(root: Path = ADAPTERS_DIR) -> dict[str, Path]:
     return {w: p for w, p in paths.items() if p.is_file()}
 
 
-def first_run(tokenizer, path: Path = TRAIN_FILE) -> tuple[list[tuple[str, bool]], str]:
-    """The first training run's pieces and its question; ([], "") when the file is absent."""
+def first_run(tokenizer, path: Path = TRAIN_FILE) -> tuple[list[tuple[str, bool]], str, bool]:
+    """The first training run's pieces, its question, and whether it read weather readings of its
+    own; ([], "", False) when the file is absent."""
     if not Path(path).is_file():
-        return [], ""
+        return [], "", False
     record = read_jsonl(path)[0]
     ids, labels = encode_run(record, tokenizer)
-    return run_pieces(tokenizer.decode, ids, labels), record["question"]
+    return run_pieces(tokenizer.decode, ids, labels), record["question"], "weather" in record
 
 
 @dataclass(frozen=True)
@@ -218,6 +226,6 @@ def layout(comparison: str, run: str, curves: dict[str, Path]) -> PostTrainingVi
 
 def build(lm) -> PostTrainingView:
     """Read what is on disk (the comparison, the first training run, the loss curves) and lay it out."""
-    pieces, question = first_run(lm.tokenizer)
+    pieces, question, world = first_run(lm.tokenizer)
     title = f"A training run as the model saw it: {question}" if question else ""
-    return layout(comparison_html(read_comparison()), training_run_html(pieces, title), loss_curve_paths())
+    return layout(comparison_html(read_comparison()), training_run_html(pieces, title, world), loss_curve_paths())
