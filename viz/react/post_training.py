@@ -37,7 +37,8 @@ COMPARISON_FILE = DATA_DIR / "comparison.json"
 TRAIN_FILE = DATA_DIR / "train-with-thoughts.jsonl"
 BENCH_COMMAND = "python bench/bench_tuning.py"
 SPLITS = ("held-in", "held-out", "held-out-2")
-SPLIT_NOTES = {"held-out-2": "a second held-out set, written after the fourth data set and before any training on it"}
+SPLIT_NOTES = {"held-out-2": "a second held-out set, written after the fourth data set and before any training on it; "
+                             "the answer formats of the sixth and seventh sets were changed after reading its misses"}
 # lecture: Song et al. (2024), the unweighted mean of task results (0–100), with → without the thought
 SONG_ET_AL = {"held-out": ((29.5, 22.8), (30.0, 27.5), (36.1, 31.8)),
               "held-in": ((41.6, 41.2), (45.2, 45.5), (45.4, 43.6))}
