@@ -274,15 +274,17 @@ def test_the_lab_tools_are_plain_functions_in_the_code():
     assert "ToolError" in run_code("get_weather('Atlantis')").error
 
 
-def test_the_child_leaves_no_file_behind_and_sees_an_empty_environment(tmp_path):
-    before = set(os.listdir("/tmp"))
+def test_the_child_leaves_no_file_behind_and_sees_an_empty_environment(tmp_path, monkeypatch):
+    """Its work folder in a temporary folder of this test's own: /tmp is shared with the other test
+    workers (-n 4), whose sandboxes come and go there meanwhile."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     os.environ["REACT_LAB_SECRET_FOR_TEST"] = "s3cret"
     try:
         result = run_code("import json\njson.dumps([1])")
     finally:
         del os.environ["REACT_LAB_SECRET_FOR_TEST"]
     assert result.ok
-    assert not {n for n in set(os.listdir("/tmp")) - before if n.startswith("react-lab-sandbox-")}
+    assert not list(tmp_path.iterdir())
 
 
 CONFINED_PROBE = """

@@ -258,3 +258,26 @@ def test_a_batch_over_the_shared_prefix_has_the_loss_and_gradients_of_its_runs_r
     assert abs(batched - float(whole)) < 1e-4
     assert all(torch.allclose(g, p.grad, rtol=1e-3, atol=1e-6) for g, p in zip(grads, lora, strict=True))
     assert max(float(g.abs().max()) for g in grads) > 0
+
+
+def test_the_judge_of_an_unknown_city_wants_the_call_to_name_the_place_asked():
+    """An honest "no data" after a call for "Zurica" is not the answer about Zurich (the seventh set's
+    held-out run that passed this way)."""
+    from agent.messages import AssistantMessage, ResultKind, ToolCall, UserMessage
+    from agent.tuning.trajectories import judge_run
+
+    held_out = read_jsonl(DATA_DIR / FILES["held_out"])
+    question = next(q for q in held_out if q["kind"] == "unknown_city" and q["entities"] == ["Zurich"])
+
+    def run(city: str) -> loop.State:
+        call = ToolCall("call_1", "get_weather", json.dumps({"city": city}))
+        answer = f"Sorry, the weather tool has no data for {city}, so I cannot tell you."
+        history = (UserMessage(question["question"]), AssistantMessage(tool_calls=(call,)),
+                   ToolResultMessage("call_1", f"unknown city '{city}'", ResultKind.TOOL_ERROR),
+                   AssistantMessage(answer))
+        return loop.State(history, question["question"], stop_reason=loop.StopReason.FINAL_ANSWER,
+                          final_answer=answer)
+
+    assert judge_run(question["expected"], run("Zurich"))["success"]
+    assert judge_run(question["expected"], run("zurich"))["success"]
+    assert not judge_run(question["expected"], run("Zurica"))["success"]

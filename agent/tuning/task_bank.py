@@ -220,7 +220,9 @@ ONE_CITY_OPS = {
 # that needs a second tool says so from the start, and a plain weather question does not.
 PLAN = {"fahrenheit": "convert it to Fahrenheit", "double": "double it", "plus5": "add 5 degrees",
         "below30": "subtract it from 30", "half": "halve it", "difference": "compute the difference",
-        "sum": "add the two up", "average": "compute their average"}
+        "sum": "add the two up", "average": "compute their average",
+        "warmer": "pick the warmer reading", "colder": "pick the colder reading"}
+PICK = {"warmer": "max", "colder": "min"}  # a comparison's verdict: the calculator picks the reading
 # --- more TRAINING phrasings (second round; train side only, indexed after the *_EXTRA_Q above) ---
 WEATHER_MORE_Q = (
     "Weather check for {city}, please.", "How's it outside in {city} at the moment?",
@@ -360,6 +362,15 @@ def world(known: tuple[str, ...], unknown: tuple[str, ...], rng: random.Random) 
     return {c: reading(rng, temps[c] if c in temps else rng.randrange(-2, 30)) for c in cities}
 
 
+# The eighth data set: "Tell me the … of the author of {book}" read as "who wrote it" (the held-out
+# run stopped after the search), so the two-hop questions also come as requests that start that way.
+TWO_HOP_EIGHTH_Q = (
+    ("Tell me the birth year of the author of {book}.", "year"),
+    ("Tell me the place of birth of whoever wrote {book}.", "place"),
+    ("Tell me in which city the writer of {book} was born.", "place"),
+    ("Tell me when the person who wrote {book} was born.", "year"))
+
+
 # Operations in more words: a mean and a difference named as a student might ("midpoint", "gap").
 TEMP_MATH_FIFTH_Q = (
     ("What is the mean temperature in {a} and {b} at the moment?", "average"),
@@ -467,7 +478,8 @@ def _both_cities(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn
     a, b = task.entities[:2]
     got = {s.arguments.get("city") for s in seen if s.name == "get_weather"}
     if not got:
-        then = f"; then I {PLAN[task.facts['op']]} with the calculator" if task.kind == "temp_math" else ""
+        plan = PLAN.get(task.facts.get("op") or task.facts.get("lead"))
+        then = f"; then I {plan} with the calculator" if plan else ""
         if task.seed % 3 == 2:
             return Turn(f"I need the weather in {a} first, then in {b}{then}.", (("get_weather", {"city": a}),))
         return Turn(_pick(rng, (f"I need the current weather in both {a} and {b}{then}.",
@@ -483,17 +495,26 @@ def _reports(seen: tuple[Seen, ...]) -> dict[str, str]:
 
 
 def _compare(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
+    """Both readings; for "which is warmer / colder" the calculator then picks the reading (max / min),
+    and the answer copies the city written next to it in the thought ("21°C in Rome"): a 135M model
+    trained to compare the two numbers itself named the first city whatever the readings (the seventh
+    data set), and copying is what a small model does well."""
     turn = _both_cities(task, seen, rng)
     if turn is not None:
         return turn
-    reports = _reports(seen)
-    a, b = task.entities[:2]
-    warm, cold = sorted((a, b), key=lambda c: -_degrees(reports[c]))
-    lead = task.facts["lead"]  # the two readings first, the verdict after them: a small model writes
-    if lead in ("warmer", "colder"):  # the numbers it compares next to each other before naming a city
-        city = warm if lead == "warmer" else cold
-        return Turn(answer=f"{a} has {reports[a]} and {b} has {reports[b]}, so {city} is {lead}.")
-    return Turn(answer=f"In {a} it is {reports[a]}; in {b} it is {reports[b]}.")
+    reports, (a, b), lead = _reports(seen), task.entities[:2], task.facts["lead"]
+    if lead == "both":
+        return Turn(answer=f"In {a} it is {reports[a]}; in {b} it is {reports[b]}.")
+    ta, tb = _degrees(reports[a]), _degrees(reports[b])
+    pick = PICK[lead]
+    calc = [s for s in seen if s.name == "calculator"]
+    if not calc:
+        return Turn(f"It is {ta}°C in {a} and {tb}°C in {b}; the {lead} reading is {pick}({ta}, {tb}).",
+                    (("calculator", {"expression": f"{pick}({ta}, {tb})"}),))
+    t = int(calc[-1].content)
+    city, other = (a, b) if t == ta else (b, a)
+    return Turn(answer=f"{t}°C in {city} is {lead} than {_degrees(reports[other])}°C in {other}, "
+                       f"so {city} is {lead}.")
 
 
 def _temp_math(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:

@@ -245,6 +245,17 @@ def judge_answer(expected: dict, answer: str | None) -> bool:
     return not expected.get("honest") or bool(_HONEST.search(text))
 
 
+def _folded(arguments: str | dict) -> dict | None:
+    """A call's arguments (a JSON text or a dict) with its strings case-folded; None if not an object."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    return {k: v.casefold() if isinstance(v, str) else v for k, v in arguments.items()} \
+        if isinstance(arguments, dict) else None
+
+
 def judge_run(expected: dict, final: loop.State) -> dict:
     """success through the tools: the right answer AND each needed tool called with a result
     (an unknown city: the tool's error reached the model; no tool needed: no call made)."""
@@ -255,6 +266,9 @@ def judge_run(expected: dict, final: loop.State) -> dict:
     reached = {c.name for c in calls if c.id in results and results[c.id].kind != ResultKind.VALIDATION_ERROR}
     needs = set(expected.get("needs", ()))
     used = needs <= (reached if expected.get("honest") else ok)
+    if expected.get("honest"):  # the error must be about the place asked: "Zurica" is not Zurich
+        asked = [_folded(c["arguments"]) for c in expected.get("calls", ())]
+        used = used and all(a in [_folded(c.arguments) for c in calls] for a in asked)
     if expected.get("no_tool"):
         used = not calls
     return {"success": bool(answered and used), "answer_right": answered, "tools_used": used}
