@@ -52,7 +52,7 @@ ROWS = {"base-0": ("base, 0 exemplars", "base", 0), "base-1": ("base, 1 exemplar
 SONG_ET_AL = {  # lecture: the unweighted mean of task results, with → without the thought, three models
     "held-out": [[29.5, 22.8], [30.0, 27.5], [36.1, 31.8]], "held-in": [[41.6, 41.2], [45.2, 45.5], [45.4, 43.6]]}
 PROMPT = "The capital of France is"
-SPLITS = ("held-in", "held-out", "held-out-2")
+SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3")
 NEW_COMPOSITIONS = ("average", "fahrenheit")  # held-out kinds no run trained before the fourth data set
 
 
@@ -230,7 +230,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="N questions of each split, spread over its task kinds")
     p.add_argument("--rows", nargs="+", choices=tuple(ROWS), default=list(ROWS))
     p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS[:2]),
-                   help="question sets (held-out-2: the second held-out set, written after the fourth data set)")
+                   help="question sets (held-out-2: the second held-out set, written after the fourth data set; "
+                        "held-out-3: the third, written while the eighth trained)")
     p.add_argument("--parallel", type=int, default=8,
                    help="runs at a time, sharing the batcher's forward passes (1: one after the other)")
     p.add_argument("--merge", action="store_true",

@@ -94,32 +94,37 @@ def test_every_training_run_that_asks_the_weather_has_a_world_of_its_own_without
             readings.setdefault(city, set()).add(report)
     assert min(len(v) for c, v in readings.items() if c in tb.TRAIN_CITIES) > 5  # no fixed reading to learn
     assert len({e for r in asking for e in r["entities"]} & set(tb.WORLD_CITIES)) > 50
-    for name in ("held_in", "held_out", "held_out_2"):
+    for name in ("held_in", "held_out", "held_out_2", "held_out_3"):
         assert not any("weather" in q for q in read_jsonl(DATA_DIR / FILES[name]))
 
 
-def test_the_second_held_out_set_shares_no_phrasing_with_training_or_the_first():
-    """held-out-2: phrasings no training run and no first held-out question uses, over held-out
-    entities only, every kind and operation the first set has."""
+@pytest.mark.parametrize("name, bank", [("held_out_2", "HELD_OUT_2_Q"), ("held_out_3", "HELD_OUT_3_Q")])
+def test_a_later_held_out_set_shares_no_phrasing_with_training_or_the_sets_before(name, bank):
+    """held-out-2 and held-out-3: phrasings no training run and no other question set uses, over
+    held-out entities only, every kind and operation the first set has."""
     from agent.tuning import task_bank as tb
 
-    second, first = read_jsonl(DATA_DIR / FILES["held_out_2"]), read_jsonl(DATA_DIR / FILES["held_out"])
+    later = read_jsonl(DATA_DIR / FILES[name])
+    others = [q for key in ("held_in", "held_out", "held_out_2", "held_out_3") if key != name
+              for q in read_jsonl(DATA_DIR / FILES[key])]
     def strings(value) -> set[str]:
         if isinstance(value, str):
             return {value}
         items = value.values() if isinstance(value, dict) else value if isinstance(value, tuple) else ()
         return set().union(*(strings(v) for v in items)) if items else set()
 
-    phrasings = {q if isinstance(q, str) else q[0] for qs in tb.HELD_OUT_2_Q.values() for q in qs}
-    trained = set().union(*(strings(getattr(tb, n)) for n in dir(tb) if n.endswith("_Q") and n != "HELD_OUT_2_Q"))
-    assert len(phrasings) == 20 and len(trained) > 300
-    assert not phrasings & trained
-    assert not {r["question"] for r in TRAIN} & {q["question"] for q in second}
-    assert not {q["question"] for q in first} & {q["question"] for q in second}
-    assert not {r["template"] for r in TRAIN} & {q["template"] for q in second}
+    phrasings = {q if isinstance(q, str) else q[0] for qs in getattr(tb, bank).values() for q in qs}
+    elsewhere = set().union(*(strings(getattr(tb, n)) for n in dir(tb) if n.endswith("_Q") and n != bank))
+    assert len(phrasings) == 20 and len(elsewhere) > 300
+    assert not phrasings & elsewhere
+    assert not {r["question"] for r in TRAIN} & {q["question"] for q in later}
+    assert not {q["question"] for q in others} & {q["question"] for q in later}
+    assert not {r["template"] for r in TRAIN} & {q["template"] for q in later}
+    assert not {q["template"] for q in others} & {q["template"] for q in later}
     held = {*tb.HELD_OUT_CITIES, *tb.HELD_OUT_BOOKS, *tb.HELD_OUT_UNKNOWN}
-    assert all(set(q["entities"]) & held for q in second if q["entities"] and q["kind"] != "arithmetic")
-    assert {q["group"] for q in first} == {q["group"] for q in second}
+    assert all(set(q["entities"]) & held for q in later if q["entities"] and q["kind"] != "arithmetic")
+    first = read_jsonl(DATA_DIR / FILES["held_out"])
+    assert {q["group"] for q in first} == {q["group"] for q in later}
 
 
 def test_the_judge_reads_numbers_whole_and_wants_honesty_for_an_unknown_city():

@@ -7,6 +7,8 @@ What it knows: how many runs of each task kind to make, and the split, fixed bef
   held-in    — the same phrasings and entities, other (template, entities) instances where there are any;
   held-out-2 — a second held-out set: other phrasings, the same held-out entities (task_bank.HELD_OUT_2_Q),
                written after the fourth data set and before any training on it;
+  held-out-3 — a third held-out set (task_bank.HELD_OUT_3_Q), the same held-out entities, written while
+               the eighth data set trained and before any of its results were read;
   held-out   — phrasings, cities, books and unknown cities never trained, in every composition
                (the average of two temperatures and a temperature in Fahrenheit were held out as
                operations until the fourth data set; they are now trained on phrasings of their own).
@@ -45,7 +47,8 @@ HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4,
 HELD_OUT_2_COUNTS = {"weather": 5, "unknown_city": 4, "compare": 5, "arithmetic": 5, "two_hop": 5, "search": 2,
                      "no_tool": 3}
 FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
-         "held_in": "held-in.jsonl", "held_out": "held-out.jsonl", "held_out_2": "held-out-2.jsonl"}
+         "held_in": "held-in.jsonl", "held_out": "held-out.jsonl", "held_out_2": "held-out-2.jsonl",
+         "held_out_3": "held-out-3.jsonl"}
 SECOND = {"weather": "weather", "unknown_city": "weather", "repair": "weather", "compare": "compare",
           "temp_math": "temp_math", "arithmetic": "arithmetic", "two_hop": "two_hop", "search": "who_wrote",
           "no_tool": "no_tool"}
@@ -67,23 +70,27 @@ MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
         "arithmetic": tb.ARITHMETIC_MORE_Q + tb.ARITHMETIC_FIFTH_Q,
         "two_hop": tb.TWO_HOP_MORE_Q + tb.TWO_HOP_EIGHTH_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
 
+LATER = {"held_out_2": (tb.HELD_OUT_2_Q, 100), "held_out_3": (tb.HELD_OUT_3_Q, 200)}  # later held-out sets
+
 
 def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = (),
           second: tuple | None = None) -> list[tuple[int, object]]:
     """(index, phrasing) of a split's templates; the extra ones (the *_EXTRA_Q, then the *_MORE_Q of
-    the second round) are numbered after the train ones, the second held-out set's from 100."""
+    the second round) are numbered after the train ones, the second held-out set's from 100, the
+    third's from 200 (`second`: (phrasings, first index))."""
     if second is not None:
-        return [(100 + i, q) for i, q in enumerate(second)]
+        phrasings, first = second
+        return [(first + i, q) for i, q in enumerate(phrasings)]
     if not extra:
         return list(enumerate(bank[side]))
     return [(len(bank[0]) + i, q) for i, q in enumerate(extra_bank + more)]
 
 
 def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -> list[Task]:
-    """Every (template, entities) instance of a kind for a split ("train", "held_out" or "held_out_2"),
+    """Every (template, entities) instance of a kind for a split ("train", "held_out", "held_out_2", "held_out_3"),
     shuffled; with `extra`, the training instances of the kind's extra phrasings instead."""
     side = 0 if split == "train" or extra else 1
-    two = tb.HELD_OUT_2_Q[SECOND[kind]] if split == "held_out_2" else None
+    two = (LATER[split][0][SECOND[kind]], LATER[split][1]) if split in LATER else None
     train_cities = tb.WORLD_CITIES if extra else tb.TRAIN_CITIES  # the extra runs ask about more cities
     cities = train_cities if side == 0 else tb.HELD_OUT_CITIES
     books = tb.TRAIN_BOOKS if side == 0 else tb.HELD_OUT_BOOKS
@@ -177,12 +184,13 @@ def in_a_world(task: Task, rng: random.Random) -> Task:
                 task.facts | {"weather": tb.world(known, unknown, rng)})
 
 
-def second_held_out(seed: int = SEED) -> list[Task]:
-    """The second held-out set: HELD_OUT_2_Q's phrasings over the held-out entities (its own RNG)."""
-    rng, out = random.Random(f"{seed}-held-out-2"), []
+def second_held_out(seed: int = SEED, split: str = "held_out_2") -> list[Task]:
+    """A later held-out set: HELD_OUT_2_Q's (or HELD_OUT_3_Q's) phrasings over the held-out entities,
+    with an RNG of its own."""
+    rng, out = random.Random(f"{seed}-{split.replace('_', '-')}"), []
     for kind, n in HELD_OUT_2_COUNTS.items():
-        out += _spread(_dedupe(candidates(kind, "held_out_2", rng)))[:n]
-    math = _spread(_dedupe(candidates("temp_math", "held_out_2", rng)))
+        out += _spread(_dedupe(candidates(kind, split, rng)))[:n]
+    math = _spread(_dedupe(candidates("temp_math", split, rng)))
     for op in ("difference", "sum", "average", "fahrenheit"):
         out += [t for t in math if t.facts["op"] == op][:2]
     return out
@@ -239,7 +247,8 @@ def build(seed: int = SEED) -> dict[str, list[dict]]:
             "train_without": [oracle_run(t, thoughts=False) for t in tasks["train"]],
             "held_in": [question_row(t, "held-in") for t in tasks["held_in"]],
             "held_out": [question_row(t, "held-out") for t in tasks["held_out"]],
-            "held_out_2": [question_row(t, "held-out-2") for t in second_held_out(seed)]}
+            "held_out_2": [question_row(t, "held-out-2") for t in second_held_out(seed)],
+            "held_out_3": [question_row(t, "held-out-3") for t in second_held_out(seed, "held_out_3")]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -433,6 +433,31 @@ HELD_OUT_2_Q = {
                 ("Hello, what can you help me with?", "I can look up the current weather, compute arithmetic with a "
                  "calculator and search a small encyclopedia.", "weather"),
                 ("Translate 'cheese' into French.", "Cheese in French is fromage.", "fromage"))}
+# --- a THIRD held-out set: phrasings written after the eighth data set's training had begun and
+# before any of its results were read (the eighth set's changes came from the first two sets'
+# misses, so those two are no longer clean for them). Held-out entities only; never trained.
+HELD_OUT_3_Q = {
+    "weather": ("What's going on with the weather in {city}?", "Is it chilly in {city} today?",
+                "Describe today's weather in {city}."),
+    "compare": (("Right now, is {a} or {b} the warmer place?", "warmer"),
+                ("Which one is colder at the moment, {a} or {b}?", "colder"),
+                ("Can you give me the weather for {a} and for {b}?", "both")),
+    "temp_math": (("By how many degrees do {a} and {b} differ right now?", "difference"),
+                  ("What is {a}'s temperature added to {b}'s?", "sum"),
+                  ("Calculate the mean of the temperatures in {a} and {b}.", "average"),
+                  ("Give me {a}'s temperature in Fahrenheit, please.", "fahrenheit")),
+    "arithmetic": (("A box of {n} eggs costs {p} euros. What does one egg cost?", "{p} / {n}",
+                    "One egg costs {r} euros."),
+                   ("What do you get when you subtract {y} from {x}?", "{x} - {y}", "{x} minus {y} is {r}."),
+                   ("What is {n} times {x} plus {y}?", "{n} * {x} + {y}", "{n} * {x} + {y} = {r}."),
+                   ("A runner does {n} laps of {d} metres. How many metres is that?", "{n} * {d}",
+                    "That is {r} metres.")),
+    "two_hop": (("The writer of {book}: where were they born?", "place"),
+                ("Who is the author of {book}, and what year were they born in?", "year")),
+    "who_wrote": ("{book} was written by whom?",),
+    "no_tool": (("What is the opposite of wet?", "The opposite of wet is dry.", "dry"),
+                ("Good afternoon!", "Good afternoon! How can I help you?", "afternoon"),
+                ("How many wheels does a bicycle have?", "A bicycle has 2 wheels.", "2"))}
 BAD_ARGUMENTS = ({"location": "{city}"}, {"town": "{city}"}, {"city_name": "{city}"}, {"place": "{city}"})
 
 
