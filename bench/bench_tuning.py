@@ -42,6 +42,7 @@ from agent.llm.weights import ADAPTERS_DIR  # noqa: E402
 from agent.loop import State, StopReason, run  # noqa: E402
 from agent.messages import AssistantMessage, Origin, ResultKind, ToolResultMessage, UserMessage  # noqa: E402
 from agent.tools import TOOLS  # noqa: E402
+from agent.tuning.sets import SPLITS  # noqa: E402
 from agent.tuning.trajectories import DATA_DIR, SETTINGS, judge_answer, judge_run, read_jsonl, start  # noqa: E402
 
 MAX_STEPS = 5
@@ -52,7 +53,6 @@ ROWS = {"base-0": ("base, 0 exemplars", "base", 0), "base-1": ("base, 1 exemplar
 SONG_ET_AL = {  # lecture: the unweighted mean of task results, with → without the thought, three models
     "held-out": [[29.5, 22.8], [30.0, 27.5], [36.1, 31.8]], "held-in": [[41.6, 41.2], [45.2, 45.5], [45.4, 43.6]]}
 PROMPT = "The capital of France is"
-SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3")
 NEW_COMPOSITIONS = ("average", "fahrenheit")  # held-out kinds no run trained before the fourth data set
 
 

@@ -71,15 +71,16 @@ MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
         "two_hop": tb.TWO_HOP_MORE_Q + tb.TWO_HOP_EIGHTH_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
 
 LATER = {"held_out_2": (tb.HELD_OUT_2_Q, 100), "held_out_3": (tb.HELD_OUT_3_Q, 200)}  # later held-out sets
+SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3")  # the question files, as the benchmark names them
 
 
 def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = (),
-          second: tuple | None = None) -> list[tuple[int, object]]:
+          later: tuple | None = None) -> list[tuple[int, object]]:
     """(index, phrasing) of a split's templates; the extra ones (the *_EXTRA_Q, then the *_MORE_Q of
     the second round) are numbered after the train ones, the second held-out set's from 100, the
-    third's from 200 (`second`: (phrasings, first index))."""
-    if second is not None:
-        phrasings, first = second
+    third's from 200 (`later`: (phrasings, first index))."""
+    if later is not None:
+        phrasings, first = later
         return [(first + i, q) for i, q in enumerate(phrasings)]
     if not extra:
         return list(enumerate(bank[side]))
@@ -90,7 +91,7 @@ def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -
     """Every (template, entities) instance of a kind for a split ("train", "held_out", "held_out_2", "held_out_3"),
     shuffled; with `extra`, the training instances of the kind's extra phrasings instead."""
     side = 0 if split == "train" or extra else 1
-    two = (LATER[split][0][SECOND[kind]], LATER[split][1]) if split in LATER else None
+    later = (LATER[split][0][SECOND[kind]], LATER[split][1]) if split in LATER else None
     train_cities = tb.WORLD_CITIES if extra else tb.TRAIN_CITIES  # the extra runs ask about more cities
     cities = train_cities if side == 0 else tb.HELD_OUT_CITIES
     books = tb.TRAIN_BOOKS if side == 0 else tb.HELD_OUT_BOOKS
@@ -99,33 +100,33 @@ def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -
     if kind in ("weather", "unknown_city", "repair"):
         unknown = tb.HELD_OUT_UNKNOWN if side else tb.TRAIN_UNKNOWN + (tb.TRAIN_UNKNOWN_MORE if extra else ())
         places = unknown if kind == "unknown_city" else cities
-        bank = _bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra, MORE["weather"], two)
+        bank = _bank(tb.WEATHER_Q, tb.WEATHER_EXTRA_Q, side, extra, MORE["weather"], later)
         for (i, q), c in itertools.product(bank, places):
             facts = {"bad": tb.BAD_ARGUMENTS[len(out) % len(tb.BAD_ARGUMENTS)]} if kind == "repair" else {}
             out.append(Task(kind, f"weather/{side}.{i}", (c,), q.format(city=c), facts=facts))
     elif kind in ("compare", "temp_math"):
         bank = (tb.COMPARE_Q, tb.COMPARE_EXTRA_Q) if kind == "compare" else (tb.TEMP_MATH_Q, tb.TEMP_MATH_EXTRA_Q)
-        for (i, (q, how)), (a, b) in itertools.product(_bank(*bank, side, extra, MORE[kind], two), pairs):
+        for (i, (q, how)), (a, b) in itertools.product(_bank(*bank, side, extra, MORE[kind], later), pairs):
             if how in tb.ONE_CITY_OPS and b != a:
                 a, b = (a, b) if a in cities else (b, a)
             key = "lead" if kind == "compare" else "op"
             entities = (a,) if how in tb.ONE_CITY_OPS else (a, b)
             out.append(Task(kind, f"{kind}/{side}.{i}", entities, q.format(a=a, b=b), facts={key: how}))
     elif kind in ("two_hop", "search"):
-        bank = (_bank(tb.TWO_HOP_Q, tb.TWO_HOP_EXTRA_Q, side, extra, MORE["two_hop"], two) if kind == "two_hop" else
+        bank = (_bank(tb.TWO_HOP_Q, tb.TWO_HOP_EXTRA_Q, side, extra, MORE["two_hop"], later) if kind == "two_hop" else
                 [(i, (q, "author"))
-                 for i, q in _bank(tb.WHO_WROTE_Q, tb.WHO_WROTE_EXTRA_Q, side, extra, MORE["who_wrote"], two)])
+                 for i, q in _bank(tb.WHO_WROTE_Q, tb.WHO_WROTE_EXTRA_Q, side, extra, MORE["who_wrote"], later)])
         for (i, (q, ask)), book in itertools.product(bank, books):
             out.append(Task(kind, f"{kind}/{side}.{i}", (book,), q.format(book=book), facts={"ask": ask}))
     elif kind == "arithmetic":
-        bank = _bank(tb.ARITHMETIC_Q, tb.ARITHMETIC_EXTRA_Q, side, extra, MORE["arithmetic"], two)
+        bank = _bank(tb.ARITHMETIC_Q, tb.ARITHMETIC_EXTRA_Q, side, extra, MORE["arithmetic"], later)
         for (i, (q, expr, answer)), k in itertools.product(bank, range(12)):
             v = _numbers(random.Random(f"{split}-{i}-{k}"))
             entities = tuple(str(v[n]) for n in sorted(v) if f"{{{n}}}" in q)
             facts = {"expression": expr.format(**v), "answer": answer.format(r="{r}", **v)}
             out.append(Task(kind, f"arithmetic/{side}.{i}", entities, q.format(**v), facts=facts))
     elif kind == "no_tool":
-        for i, (q, answer, word) in _bank(tb.NO_TOOL_Q, tb.NO_TOOL_EXTRA_Q, side, extra, tb.NO_TOOL_MORE_Q, two):
+        for i, (q, answer, word) in _bank(tb.NO_TOOL_Q, tb.NO_TOOL_EXTRA_Q, side, extra, tb.NO_TOOL_MORE_Q, later):
             out.append(Task(kind, f"no_tool/{side}.{i}", (), q, facts={"answer": answer, "word": word}))
     rng.shuffle(out)
     return [Task(t.kind, t.template, t.entities, t.question, seed=rng.randrange(10**6), facts=t.facts) for t in out]
@@ -184,7 +185,7 @@ def in_a_world(task: Task, rng: random.Random) -> Task:
                 task.facts | {"weather": tb.world(known, unknown, rng)})
 
 
-def second_held_out(seed: int = SEED, split: str = "held_out_2") -> list[Task]:
+def later_held_out(seed: int = SEED, split: str = "held_out_2") -> list[Task]:
     """A later held-out set: HELD_OUT_2_Q's (or HELD_OUT_3_Q's) phrasings over the held-out entities,
     with an RNG of its own."""
     rng, out = random.Random(f"{seed}-{split.replace('_', '-')}"), []
@@ -247,8 +248,8 @@ def build(seed: int = SEED) -> dict[str, list[dict]]:
             "train_without": [oracle_run(t, thoughts=False) for t in tasks["train"]],
             "held_in": [question_row(t, "held-in") for t in tasks["held_in"]],
             "held_out": [question_row(t, "held-out") for t in tasks["held_out"]],
-            "held_out_2": [question_row(t, "held-out-2") for t in second_held_out(seed)],
-            "held_out_3": [question_row(t, "held-out-3") for t in second_held_out(seed, "held_out_3")]}
+            "held_out_2": [question_row(t, "held-out-2") for t in later_held_out(seed)],
+            "held_out_3": [question_row(t, "held-out-3") for t in later_held_out(seed, "held_out_3")]}
 
 
 def main(argv: list[str] | None = None) -> int:

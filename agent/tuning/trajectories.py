@@ -267,8 +267,8 @@ def judge_run(expected: dict, final: loop.State) -> dict:
     needs = set(expected.get("needs", ()))
     used = needs <= (reached if expected.get("honest") else ok)
     if expected.get("honest"):  # the error must be about the place asked: "Zurica" is not Zurich
-        asked = [_folded(c["arguments"]) for c in expected.get("calls", ())]
-        used = used and all(a in [_folded(c.arguments) for c in calls] for a in asked)
+        made = [_folded(c.arguments) for c in calls]
+        used = used and all(_folded(c["arguments"]) in made for c in expected.get("calls", ()))
     if expected.get("no_tool"):
         used = not calls
     return {"success": bool(answered and used), "answer_right": answered, "tools_used": used}

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.llm.weights import ADAPTERS_DIR, FOLDERS
+from agent.tuning.sets import SPLITS
 from agent.tuning.trajectories import DATA_DIR, MASKED, encode_run, read_jsonl
 from viz.render import esc
 
@@ -36,7 +37,6 @@ TITLE = "In-context learning vs post-training"
 COMPARISON_FILE = DATA_DIR / "comparison.json"
 TRAIN_FILE = DATA_DIR / "train-with-thoughts.jsonl"
 BENCH_COMMAND = "python bench/bench_tuning.py"
-SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3")
 SPLIT_NOTES = {"held-out": "the sixth to eighth data sets' changes were made after reading its misses",
                "held-out-2": "a second held-out set, written after the fourth data set and before any training on it; "
                              "the answer formats of the sixth to eighth sets were changed after reading its misses",
@@ -83,7 +83,7 @@ def split_table(rows: Sequence[dict], split: str) -> str:
         f'<td class="pt-n">{esc(r.get("n", "—"))}</td></tr>'
         for r in mine)
     n = sorted({r.get("n") for r in mine if r.get("n") is not None})
-    if not mine and split in SPLIT_NOTES:
+    if not mine and split in SPLITS[2:]:
         return ""  # not measured yet: a later set's table appears once the benchmark has run it
     over = f"each row over {' / '.join(str(k) for k in n)} questions" if n else "no questions measured"
     if split in SPLIT_NOTES:
