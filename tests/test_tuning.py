@@ -94,18 +94,19 @@ def test_every_training_run_that_asks_the_weather_has_a_world_of_its_own_without
             readings.setdefault(city, set()).add(report)
     assert min(len(v) for c, v in readings.items() if c in tb.TRAIN_CITIES) > 5  # no fixed reading to learn
     assert len({e for r in asking for e in r["entities"]} & set(tb.WORLD_CITIES)) > 50
-    for name in ("held_in", "held_out", "held_out_2", "held_out_3"):
+    for name in ("held_in", "held_out", "held_out_2", "held_out_3", "held_out_4"):
         assert not any("weather" in q for q in read_jsonl(DATA_DIR / FILES[name]))
 
 
-@pytest.mark.parametrize("name, bank", [("held_out_2", "HELD_OUT_2_Q"), ("held_out_3", "HELD_OUT_3_Q")])
+@pytest.mark.parametrize("name, bank", [("held_out_2", "HELD_OUT_2_Q"), ("held_out_3", "HELD_OUT_3_Q"),
+                                        ("held_out_4", "HELD_OUT_4_Q")])
 def test_a_later_held_out_set_shares_no_phrasing_with_training_or_the_sets_before(name, bank):
-    """held-out-2 and held-out-3: phrasings no training run and no other question set uses, over
+    """held-out-2, -3 and -4: phrasings no training run and no other question set uses, over
     held-out entities only, every kind and operation the first set has."""
     from agent.tuning import task_bank as tb
 
     later = read_jsonl(DATA_DIR / FILES[name])
-    others = [q for key in ("held_in", "held_out", "held_out_2", "held_out_3") if key != name
+    others = [q for key in ("held_in", "held_out", "held_out_2", "held_out_3", "held_out_4") if key != name
               for q in read_jsonl(DATA_DIR / FILES[key])]
     def strings(value) -> set[str]:
         if isinstance(value, str):

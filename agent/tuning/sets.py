@@ -9,6 +9,7 @@ What it knows: how many runs of each task kind to make, and the split, fixed bef
                written after the fourth data set and before any training on it;
   held-out-3 — a third held-out set (task_bank.HELD_OUT_3_Q), the same held-out entities, written while
                the eighth data set trained and before any of its results were read;
+  held-out-4 — a fourth (task_bank.HELD_OUT_4_Q), written with the ninth data set, before it trained;
   held-out   — phrasings, cities, books and unknown cities never trained, in every composition
                (the average of two temperatures and a temperature in Fahrenheit were held out as
                operations until the fourth data set; they are now trained on phrasings of their own).
@@ -48,7 +49,7 @@ HELD_OUT_2_COUNTS = {"weather": 5, "unknown_city": 4, "compare": 5, "arithmetic"
                      "no_tool": 3}
 FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
          "held_in": "held-in.jsonl", "held_out": "held-out.jsonl", "held_out_2": "held-out-2.jsonl",
-         "held_out_3": "held-out-3.jsonl"}
+         "held_out_3": "held-out-3.jsonl", "held_out_4": "held-out-4.jsonl"}
 SECOND = {"weather": "weather", "unknown_city": "weather", "repair": "weather", "compare": "compare",
           "temp_math": "temp_math", "arithmetic": "arithmetic", "two_hop": "two_hop", "search": "who_wrote",
           "no_tool": "no_tool"}
@@ -70,15 +71,16 @@ MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
         "arithmetic": tb.ARITHMETIC_MORE_Q + tb.ARITHMETIC_FIFTH_Q,
         "two_hop": tb.TWO_HOP_MORE_Q + tb.TWO_HOP_EIGHTH_Q, "who_wrote": tb.WHO_WROTE_MORE_Q}
 
-LATER = {"held_out_2": (tb.HELD_OUT_2_Q, 100), "held_out_3": (tb.HELD_OUT_3_Q, 200)}  # later held-out sets
-SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3")  # the question files, as the benchmark names them
+LATER = {"held_out_2": (tb.HELD_OUT_2_Q, 100), "held_out_3": (tb.HELD_OUT_3_Q, 200),
+         "held_out_4": (tb.HELD_OUT_4_Q, 300)}  # later held-out sets: (phrasings, first template index)
+SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3", "held-out-4")  # the question files, as the benchmark names them
 
 
 def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = (),
           later: tuple | None = None) -> list[tuple[int, object]]:
     """(index, phrasing) of a split's templates; the extra ones (the *_EXTRA_Q, then the *_MORE_Q of
-    the second round) are numbered after the train ones, the second held-out set's from 100, the
-    third's from 200 (`later`: (phrasings, first index))."""
+    the second round) are numbered after the train ones, the later held-out sets' from 100, 200, 300
+    (`later`: (phrasings, first index))."""
     if later is not None:
         phrasings, first = later
         return [(first + i, q) for i, q in enumerate(phrasings)]
@@ -186,8 +188,8 @@ def in_a_world(task: Task, rng: random.Random) -> Task:
 
 
 def later_held_out(seed: int = SEED, split: str = "held_out_2") -> list[Task]:
-    """A later held-out set: HELD_OUT_2_Q's (or HELD_OUT_3_Q's) phrasings over the held-out entities,
-    with an RNG of its own."""
+    """A later held-out set: HELD_OUT_2_Q's (HELD_OUT_3_Q's, HELD_OUT_4_Q's) phrasings over the
+    held-out entities, with an RNG of its own."""
     rng, out = random.Random(f"{seed}-{split.replace('_', '-')}"), []
     for kind, n in HELD_OUT_2_COUNTS.items():
         out += _spread(_dedupe(candidates(kind, split, rng)))[:n]
@@ -249,7 +251,8 @@ def build(seed: int = SEED) -> dict[str, list[dict]]:
             "held_in": [question_row(t, "held-in") for t in tasks["held_in"]],
             "held_out": [question_row(t, "held-out") for t in tasks["held_out"]],
             "held_out_2": [question_row(t, "held-out-2") for t in later_held_out(seed)],
-            "held_out_3": [question_row(t, "held-out-3") for t in later_held_out(seed, "held_out_3")]}
+            "held_out_3": [question_row(t, "held-out-3") for t in later_held_out(seed, "held_out_3")],
+            "held_out_4": [question_row(t, "held-out-4") for t in later_held_out(seed, "held_out_4")]}
 
 
 def main(argv: list[str] | None = None) -> int:

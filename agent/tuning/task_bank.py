@@ -220,7 +220,7 @@ ONE_CITY_OPS = {
 # that needs a second tool says so from the start, and a plain weather question does not.
 PLAN = {"fahrenheit": "convert it to Fahrenheit", "double": "double it", "plus5": "add 5 degrees",
         "below30": "subtract it from 30", "half": "halve it", "difference": "compute the difference",
-        "sum": "add the two up", "average": "compute their average",
+        "sum": "compute the sum", "average": "compute the average",
         "warmer": "pick the warmer reading", "colder": "pick the colder reading"}
 PICK = {"warmer": "max", "colder": "min"}  # a comparison's verdict: the calculator picks the reading
 # --- more TRAINING phrasings (second round; train side only, indexed after the *_EXTRA_Q above) ---
@@ -458,6 +458,31 @@ HELD_OUT_3_Q = {
     "no_tool": (("What is the opposite of wet?", "The opposite of wet is dry.", "dry"),
                 ("Good afternoon!", "Good afternoon! How can I help you?", "afternoon"),
                 ("How many wheels does a bicycle have?", "A bicycle has 2 wheels.", "2"))}
+# --- a FOURTH held-out set: phrasings written with the ninth data set (one thought form for every
+# question on two readings), before its adapter trained; the ninth set's change came from the third
+# set's misses, so this one measures it clean. Held-out entities only; never trained.
+HELD_OUT_4_Q = {
+    "weather": ("What is the weather in {city} at this moment?", "Should I expect rain in {city} today?",
+                "How does it feel outside in {city} right now?"),
+    "compare": (("Which of {a} and {b} is warmer right now?", "warmer"),
+                ("Is it colder in {a} or in {b} at the moment?", "colder"),
+                ("Please tell me the weather in {a} and {b}.", "both")),
+    "temp_math": (("How many degrees lie between {a} and {b} today?", "difference"),
+                  ("What do {a}'s and {b}'s temperatures sum to?", "sum"),
+                  ("On average, how warm are {a} and {b} right now?", "average"),
+                  ("How many °F is it in {a} at the moment?", "fahrenheit")),
+    "arithmetic": (("{n} children share {x} marbles equally. How many does each child get?", "{x} / {n}",
+                    "Each child gets {r} marbles."),
+                   ("What is {x} take away {y}?", "{x} - {y}", "{x} take away {y} is {r}."),
+                   ("What is the product of {x} and {y}?", "{x} * {y}", "The product of {x} and {y} is {r}."),
+                   ("I walk {y} km a day. How far do I walk in {n} days?", "{y} * {n}",
+                    "You walk {r} km in {n} days.")),
+    "two_hop": (("The author of {book}: which city were they born in?", "place"),
+                ("I'd like to know the birth year of the novelist who wrote {book}.", "year")),
+    "who_wrote": ("Whose book is {book}?",),
+    "no_tool": (("What is the opposite of happy?", "The opposite of happy is sad.", "sad"),
+                ("Hey there!", "Hello! How can I help you?", "hello"),
+                ("How many months are in a year?", "A year has 12 months.", "12"))}
 BAD_ARGUMENTS = ({"location": "{city}"}, {"town": "{city}"}, {"city_name": "{city}"}, {"place": "{city}"})
 
 
@@ -515,6 +540,18 @@ def _both_cities(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn
     return None
 
 
+def two_readings(a: str, ta: int, b: str, tb: int) -> str:
+    """The thought before the calculator, alike for every question on two readings (a comparison, a
+    difference, a sum, an average): the readings, each number next to its city ("12°C in Berlin", so
+    the answer can copy the city after the number the calculator returns), then "; the <what the
+    first thought planned> is <expression>." The eighth data set's differences began "Berlin has
+    12°C and Rome has 21°C; I compute the difference with the calculator." and its comparisons "It
+    is 12°C in Berlin …": the held-out comparisons followed the more frequent first form and wrote a
+    difference ("24 - 19") where max / min was planned. One form leaves one choice, the words after
+    "; the ", which copy the plan's ("then I pick the colder reading", "then I compute the sum")."""
+    return f"It is {ta}°C in {a} and {tb}°C in {b}"
+
+
 def _reports(seen: tuple[Seen, ...]) -> dict[str, str]:
     return {s.arguments["city"]: s.content for s in seen if s.name == "get_weather" and s.kind == ResultKind.OK}
 
@@ -534,7 +571,7 @@ def _compare(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     pick = PICK[lead]
     calc = [s for s in seen if s.name == "calculator"]
     if not calc:
-        return Turn(f"It is {ta}°C in {a} and {tb}°C in {b}; the {lead} reading is {pick}({ta}, {tb}).",
+        return Turn(f"{two_readings(a, ta, b, tb)}; the {lead} reading is {pick}({ta}, {tb}).",
                     (("calculator", {"expression": f"{pick}({ta}, {tb})"}),))
     t = int(calc[-1].content)
     city, other = (a, b) if t == ta else (b, a)
@@ -555,8 +592,7 @@ def _temp_math(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     if not calc:
         hi, lo = max(ta, tb), min(ta, tb)
         expression = {"difference": f"{hi} - {lo}", "sum": f"{ta} + {tb}", "average": f"({ta} + {tb}) / 2"}[op]
-        return Turn(f"{a} has {ta}°C and {b} has {tb}°C; I compute the {op} with the calculator.",
-                    (("calculator", {"expression": expression}),))
+        return Turn(f"{two_readings(a, ta, b, tb)}; the {op} is {expression}.", (("calculator", {"expression": expression}),))
     r = calc[-1].content
     return Turn(answer={"difference": f"The difference is {r}°C: {a} has {ta}°C and {b} has {tb}°C.",
                         "sum": f"The sum is {r}°C: {a} has {ta}°C and {b} has {tb}°C.",
