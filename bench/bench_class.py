@@ -6,6 +6,7 @@
     .venv/bin/python bench/bench_class.py --greedy --students 2 --spec 1  # a smoke of the Speculative path
     .venv/bin/python bench/bench_class.py --students --floor   # the Greedy phases, and on the model layer alone
     .venv/bin/python bench/bench_class.py --students --greedy --replies 1 8  # local ReAct replies at once
+    .venv/bin/python bench/bench_class.py --students --greedy --replies 1 8 --floor --no-prefill  # … and alone
 
 Each phase starts `python app.py` once (loopback) and then runs N students at once, each a thread
 that behaves like a person in a lecture, with a think time of 2–5 s between actions:
@@ -385,11 +386,60 @@ def model_floor(students: list[int], presses: int) -> list[dict]:
     """The same Greedy presses on the model layer alone (agent.llm, no Gradio, no HTTP), in a process
     of its own so that its CPU is the model's: what batching itself saves on this CPU, the floor
     under the page's figure. Only the tokens each student's sequence really gained are counted."""
+    return in_own_process("floor_worker", students, presses)
+
+
+def replies_floor_worker(sessions: list[int]) -> list[dict]:
+    """react_replies' work on the model layer alone, in its own process: N threads, each a session
+    of its own on the default (tuned) weights, run a ReAct question's first model call through the
+    app's loop and LocalBackend at one moment. The first, untimed call shares the system turn's KV,
+    as the page's warm-up does. Counts only the completion tokens each call reported."""
+    from agent.backends import LocalBackend
+    from agent.llm.model import load_model
+    from agent.loop import step
+    from agent.tools import TOOLS
+    from agent.tuning.trajectories import SETTINGS, start
+
+    lm = load_model(log=lambda *a: None)
+
+    def own_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    def reply(key: str, question: str) -> int:
+        backend, state = LocalBackend(lm, name="Local model", session=key, weights="trajectory-tuned"), start(
+            question, SETTINGS)
+        while not state.replies and not state.done:
+            state = step(state, backend, TOOLS)
+        return state.usage[-1].completion_tokens if state.replies else 0
+
+    reply("warm-up", QUESTIONS[0])
+    out = []
+    for n in sessions:
+        tokens = [0] * n
+
+        def student(i: int, n: int = n, tokens: list = tokens) -> None:
+            tokens[i] = reply(f"floor-replies-{n}-{i}", QUESTIONS[i % len(QUESTIONS)])
+
+        threads = [threading.Thread(target=student, args=(i,)) for i in range(n)]
+        lm.batcher.stats.max_rows, passes, cpu0, t0 = 0, lm.batcher.stats.steps, own_cpu(), time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        out.append({"sessions": n, "replied": sum(1 for k in tokens if k), "tokens": sum(tokens),
+                    "cpu": own_cpu() - cpu0, "wall": time.perf_counter() - t0,
+                    "passes": lm.batcher.stats.steps - passes, "max_rows": lm.batcher.stats.max_rows})
+    return out
+
+
+def in_own_process(function: str, *args) -> list[dict]:
+    """bench_class.<function>(*args) in a process of its own, so that its CPU is the model's alone."""
     here = Path(__file__).resolve().parent
     code = ("import json, sys; sys.path[:0] = sys.argv[1:3]; import bench_class; "
-            "print(json.dumps(bench_class.floor_worker(json.loads(sys.argv[3]), int(sys.argv[4]))))")
-    done = subprocess.run([sys.executable, "-c", code, str(here.parent), str(here), json.dumps(students),
-                           str(presses)], capture_output=True, text=True, timeout=1800, check=True)
+            f"print(json.dumps(bench_class.{function}(*json.loads(sys.argv[3]))))")
+    done = subprocess.run([sys.executable, "-c", code, str(here.parent), str(here), json.dumps(args)],
+                          capture_output=True, text=True, timeout=1800, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -526,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-prefill", action="store_true", help="skip the during-a-long-prefill phase")
     p.add_argument("--floor", action="store_true",
                    help="also the Greedy phases on the model layer alone, in a process of its own (after the app "
-                        "stopped): the CPU batching itself saves, under the page's figure")
+                        "stopped): the CPU batching itself saves, under the page's figure; with --replies, the "
+                        "replies on the model layer alone too")
     args = p.parse_args(argv)
     header("A lecture hall on one server (bench/bench_class.py)")
     if args.greedy or args.replies:
@@ -581,6 +632,15 @@ def main(argv: list[str] | None = None) -> int:
                     ["students", "tokens added", "CPU / token", "wall / press", "passes", "widest pass"],
                     [[f["students"], f["tokens"], ms(f["cpu"] / max(1, f["tokens"])),
                       ms(f["wall"] / args.presses), f["passes"], f"{f['max_rows']} rows"] for f in floor])
+    if args.replies and args.floor:
+        floor = in_own_process("replies_floor_worker", args.replies)
+        one = floor[0]["tokens"] / floor[0]["wall"]
+        print_table("The same first replies on the model layer alone (the app's loop and LocalBackend, no Gradio; "
+                    "its own process)", ["sessions", "replied", "reply tokens", "wall", "tokens/s", "× the first row",
+                                         "CPU", "passes", "widest pass"],
+                    [[f["sessions"], f["replied"], f["tokens"], f"{f['wall']:.1f} s", f"{f['tokens'] / f['wall']:.1f}",
+                      f"{f['tokens'] / f['wall'] / one:.2f}×", f"{f['cpu']:.1f} s", f["passes"],
+                      f"{f['max_rows']} rows"] for f in floor])
     for n in args.students:
         port = free_port()
         log = Path(tempfile.mkdtemp(prefix="class-")) / "app.log"
