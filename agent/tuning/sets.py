@@ -73,7 +73,8 @@ MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
 
 LATER = {"held_out_2": (tb.HELD_OUT_2_Q, 100), "held_out_3": (tb.HELD_OUT_3_Q, 200),
          "held_out_4": (tb.HELD_OUT_4_Q, 300)}  # later held-out sets: (phrasings, first template index)
-SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3", "held-out-4")  # the question files, as the benchmark names them
+# the question files, as the benchmark names them
+SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3", "held-out-4")
 
 
 def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = (),
@@ -208,7 +209,7 @@ def expected(task: Task, record: dict) -> dict:
     """The judge of a question, from the oracle's run: needed tools, required strings, its calls."""
     obs, calls = record["observations"], record["calls"][1:] if task.kind == "repair" else record["calls"]
     if task.kind == "compare":  # the readings answer it; the calculator's max / min is the oracle's way
-        obs, calls = zip(*[(o, c) for o, c in zip(obs, calls, strict=True) if c["name"] == "get_weather"])
+        obs, calls = zip(*[(o, c) for o, c in zip(obs, calls, strict=True) if c["name"] == "get_weather"], strict=True)
         obs, calls = list(obs), list(calls)
     needs = sorted({c["name"] for c in calls})
     e: dict = {"needs": needs, "calls": calls, "oracle_answer": record["answer"]}

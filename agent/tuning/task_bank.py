@@ -592,7 +592,8 @@ def _temp_math(task: Task, seen: tuple[Seen, ...], rng: random.Random) -> Turn:
     if not calc:
         hi, lo = max(ta, tb), min(ta, tb)
         expression = {"difference": f"{hi} - {lo}", "sum": f"{ta} + {tb}", "average": f"({ta} + {tb}) / 2"}[op]
-        return Turn(f"{two_readings(a, ta, b, tb)}; the {op} is {expression}.", (("calculator", {"expression": expression}),))
+        return Turn(f"{two_readings(a, ta, b, tb)}; the {op} is {expression}.",
+                    (("calculator", {"expression": expression}),))
     r = calc[-1].content
     return Turn(answer={"difference": f"The difference is {r}°C: {a} has {ta}°C and {b} has {tb}°C.",
                         "sum": f"The sum is {r}°C: {a} has {ta}°C and {b} has {tb}°C.",
