@@ -344,18 +344,18 @@ def react_replies(page: Page, pid: int, students: int, spy: Path | None = None) 
             "errors": [e for t in tallies for e in t.errors]}
 
 
+def own_cpu() -> float:
+    """This process's CPU seconds (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def floor_worker(students: list[int], presses: int) -> list[dict]:
     """model_floor's work, in its own process: each student a thread on the model layer, its own
     session, `presses` Greedy steps (the argmax appended, its next logits computed)."""
-    import resource
-
     from agent.llm.model import load_model
 
     lm = load_model(log=lambda *a: None)
-
-    def own_cpu() -> float:
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
 
     out = []
     for n in students:
@@ -402,13 +402,9 @@ def replies_floor_worker(sessions: list[int]) -> list[dict]:
 
     lm = load_model(log=lambda *a: None)
 
-    def own_cpu() -> float:
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
-
     def reply(key: str, question: str) -> int:
-        backend, state = LocalBackend(lm, name="Local model", session=key, weights="trajectory-tuned"), start(
-            question, SETTINGS)
+        backend = LocalBackend(lm, name="Local model", session=key, weights="trajectory-tuned")
+        state = start(question, SETTINGS)
         while not state.replies and not state.done:
             state = step(state, backend, TOOLS)
         return state.usage[-1].completion_tokens if state.replies else 0

@@ -47,9 +47,6 @@ HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4,
                   "two_hop": 4, "search": 2, "no_tool": 3}
 HELD_OUT_2_COUNTS = {"weather": 5, "unknown_city": 4, "compare": 5, "arithmetic": 5, "two_hop": 5, "search": 2,
                      "no_tool": 3}
-FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
-         "held_in": "held-in.jsonl", "held_out": "held-out.jsonl", "held_out_2": "held-out-2.jsonl",
-         "held_out_3": "held-out-3.jsonl", "held_out_4": "held-out-4.jsonl"}
 SECOND = {"weather": "weather", "unknown_city": "weather", "repair": "weather", "compare": "compare",
           "temp_math": "temp_math", "arithmetic": "arithmetic", "two_hop": "two_hop", "search": "who_wrote",
           "no_tool": "no_tool"}
@@ -73,8 +70,10 @@ MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
 
 LATER = {"held_out_2": (tb.HELD_OUT_2_Q, 100), "held_out_3": (tb.HELD_OUT_3_Q, 200),
          "held_out_4": (tb.HELD_OUT_4_Q, 300)}  # later held-out sets: (phrasings, first template index)
-# the question files, as the benchmark names them
-SPLITS = ("held-in", "held-out", "held-out-2", "held-out-3", "held-out-4")
+# the question sets, as the benchmark names them; each is the file <name>.jsonl, keyed <name_with_underscores>
+SPLITS = ("held-in", "held-out", *(key.replace("_", "-") for key in LATER))
+FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
+         **{split.replace("-", "_"): f"{split}.jsonl" for split in SPLITS}}
 
 
 def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = (),
@@ -91,7 +90,7 @@ def _bank(bank: tuple, extra_bank: tuple, side: int, extra: bool, more: tuple = 
 
 
 def candidates(kind: str, split: str, rng: random.Random, extra: bool = False) -> list[Task]:
-    """Every (template, entities) instance of a kind for a split ("train", "held_out", "held_out_2", "held_out_3"),
+    """Every (template, entities) instance of a kind for a split ("train", "held_out" or a LATER key),
     shuffled; with `extra`, the training instances of the kind's extra phrasings instead."""
     side = 0 if split == "train" or extra else 1
     later = (LATER[split][0][SECOND[kind]], LATER[split][1]) if split in LATER else None
@@ -251,9 +250,7 @@ def build(seed: int = SEED) -> dict[str, list[dict]]:
             "train_without": [oracle_run(t, thoughts=False) for t in tasks["train"]],
             "held_in": [question_row(t, "held-in") for t in tasks["held_in"]],
             "held_out": [question_row(t, "held-out") for t in tasks["held_out"]],
-            "held_out_2": [question_row(t, "held-out-2") for t in later_held_out(seed)],
-            "held_out_3": [question_row(t, "held-out-3") for t in later_held_out(seed, "held_out_3")],
-            "held_out_4": [question_row(t, "held-out-4") for t in later_held_out(seed, "held_out_4")]}
+            **{key: [question_row(t, key.replace("_", "-")) for t in later_held_out(seed, key)] for key in LATER}}
 
 
 def main(argv: list[str] | None = None) -> int:
