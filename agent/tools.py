@@ -212,7 +212,11 @@ def _similar_titles(query: str, articles: tuple[Article, ...], n: int = 5) -> li
 def search(query: str) -> str:
     """The first sentences of the article named by `query`, else similar titles (as the ReAct paper's
     Wikipedia API does): search("Italo Calvino") → "Italo Calvino (1923–1985) was an Italian …"."""
-    articles = load_encyclopedia()
+    return search_in(load_encyclopedia(), query)
+
+
+def search_in(articles: tuple[Article, ...], query: str) -> str:
+    """search over the given articles (the encyclopedia, or a training run's library world)."""
     article = find_article(query, articles)
     if article is None:
         return f"Could not find [{query}]. Similar: {_similar_titles(query, articles)}"
@@ -224,7 +228,11 @@ def lookup(term: str, article: str | None = None) -> str:
 
     Pure by design: no hidden "last searched page"; the model names the article it means.
     """
-    articles = load_encyclopedia()
+    return lookup_in(load_encyclopedia(), term, article)
+
+
+def lookup_in(articles: tuple[Article, ...], term: str, article: str | None = None) -> str:
+    """lookup over the given articles (the encyclopedia, or a training run's library world)."""
     if article is not None:
         found = find_article(article, articles)
         if found is None:
@@ -265,13 +273,27 @@ TOOLS: tuple[Tool, ...] = (WEATHER_TOOL, CALCULATOR_TOOL, SEARCH_TOOL, LOOKUP_TO
 FINISH = FINISH_TOOL.name
 
 
-def weather_world(table: dict[str, str]) -> tuple[Tool, ...]:
-    """TOOLS with get_weather reading another table of demo readings: the same name, description
+def weather_world(table: dict[str, str], tools: tuple[Tool, ...] = TOOLS) -> tuple[Tool, ...]:
+    """`tools` with get_weather reading another table of demo readings: the same name, description
     and schema, so the prompt is the same string. Trajectory tuning draws one such table a training
     run (agent.tuning), so the model learns to read the reading instead of memorising the demo's."""
-    tool = Tool(WEATHER_TOOL.name, WEATHER_TOOL.description, WEATHER_TOOL.parameters,
-                lambda city: weather_in(table, city))
-    return tuple(tool if t.name == WEATHER_TOOL.name else t for t in TOOLS)
+    return _replaced(tools, Tool(WEATHER_TOOL.name, WEATHER_TOOL.description, WEATHER_TOOL.parameters,
+                                 lambda city: weather_in(table, city)))
+
+
+def library_world(extra: tuple[Article, ...], tools: tuple[Tool, ...] = TOOLS) -> tuple[Tool, ...]:
+    """`tools` with search and lookup reading the encyclopedia plus `extra` articles (a training
+    run's invented book and author, agent.tuning): same names, descriptions and schemas, so the
+    prompt is the same string; the model learns to read an article instead of memorising ten."""
+    articles = load_encyclopedia() + tuple(extra)
+    tools = _replaced(tools, Tool(SEARCH_TOOL.name, SEARCH_TOOL.description, SEARCH_TOOL.parameters,
+                                  lambda query: search_in(articles, query)))
+    return _replaced(tools, Tool(LOOKUP_TOOL.name, LOOKUP_TOOL.description, LOOKUP_TOOL.parameters,
+                                 lambda term, article=None: lookup_in(articles, term, article)))
+
+
+def _replaced(tools: tuple[Tool, ...], tool: Tool) -> tuple[Tool, ...]:
+    return tuple(tool if t.name == tool.name else t for t in tools)
 
 
 def tool_named(tools: tuple[Tool, ...], name: str) -> Tool | None:

@@ -186,5 +186,24 @@ def test_find_article_refuses_an_ambiguous_partial_name():
     assert find_article("The", load_encyclopedia()) is None
 
 
+def test_a_library_world_adds_articles_behind_the_same_tool_schemas():
+    """Trajectory tuning's library worlds: search and lookup read the encyclopedia plus a run's own
+    articles, under the demo tools' names, descriptions and schemas (the prompt is the same string)."""
+    from agent.tools import TOOLS, Article, library_world, tool_named
+
+    extra = (Article("The Salt Orchard", "The Salt Orchard is a novel by the Danish writer Ana Novak, published in "
+                                         "1990. It is set over a single summer."),
+             Article("Ana Novak", "Ana Novak (born 1950) is a Danish writer. She was born on 2 May 1950 in Odense, "
+                                  "Denmark."))
+    world = library_world(extra)
+    assert [t.schema() for t in world] == [t.schema() for t in TOOLS]
+    assert tool_named(world, "search").function(query="The Salt Orchard").startswith("The Salt Orchard is a novel")
+    assert tool_named(world, "lookup").function(term="born", article="Ana Novak") == (
+        "(Result 1/2) Ana Novak (born 1950) is a Danish writer.\n"
+        "(Result 2/2) She was born on 2 May 1950 in Odense, Denmark.")
+    assert tool_named(world, "search").function(query="Invisible Cities") == search("Invisible Cities")
+    assert search("The Salt Orchard").startswith("Could not find")  # the demo's encyclopedia is untouched
+
+
 def test_finish_returns_its_answer():
     assert finish("Cuba") == "Cuba"

@@ -99,6 +99,37 @@ def test_every_training_run_that_asks_the_weather_has_a_world_of_its_own_without
         assert not any("weather" in q for q in read_jsonl(DATA_DIR / FILES[name]))
 
 
+def test_invented_books_live_in_a_library_world_of_their_own_with_no_held_out_name():
+    """The tenth data set: most extra two-hop and who-wrote runs ask about an invented book, read
+    from a library world of the run's own (its author differs from run to run); about half those
+    lookups give two results, as a living held-out author's does; no invented book, person or town
+    is a held-out name or a real article; the held-in and held-out questions use the encyclopedia."""
+    from agent.tools import load_encyclopedia, normalize
+    from agent.tuning import task_bank as tb
+
+    real = {normalize(a.title) for a in load_encyclopedia()}
+    held_out = {normalize(x) for x in (*tb.HELD_OUT_BOOKS, *tb.HELD_OUT_CITIES, *tb.HELD_OUT_UNKNOWN)}
+    held_out |= {normalize(tb.book_author(b)) for b in tb.HELD_OUT_BOOKS}
+    held_out |= {"kyoto", "dublin", "vienna", "lubeck"}  # the held-out authors' birthplaces
+    invented = {normalize(x) for x in (*tb.WORLD_BOOKS, *tb._SURNAMES, *(t for _, _, ts in tb.NATIONS for t in ts))}
+    assert not invented & (real | held_out)
+    worlds = [r for r in TRAIN if r.get("library")]
+    assert {r["kind"] for r in worlds} == {"two_hop", "search"}
+    assert all(r["entities"][0] in tb.WORLD_BOOKS and r["library"][0]["title"] == r["entities"][0] for r in worlds)
+    two_hop = [r for r in worlds if r["kind"] == "two_hop"]
+    assert len(two_hop) >= 80
+    two = sum("(Result 2/2)" in r["observations"][-1] for r in two_hop)
+    assert 0.35 < two / len(two_hop) < 0.65, two
+    authors, runs = {}, {}
+    for r in worlds:
+        authors.setdefault(r["entities"][0], set()).add(r["library"][1]["title"])
+        runs[r["entities"][0]] = runs.get(r["entities"][0], 0) + 1
+    repeated = [authors[book] for book, n in runs.items() if n > 1]
+    assert len(repeated) >= 15 and sum(len(names) > 1 for names in repeated) / len(repeated) > 0.9
+    for name in QUESTION_SETS:
+        assert not any("library" in q for q in read_jsonl(DATA_DIR / FILES[name]))
+
+
 @pytest.mark.parametrize("name", sorted(LATER))
 def test_a_later_held_out_set_shares_no_phrasing_with_training_or_the_sets_before(name):
     """held-out-2, -3 and -4: phrasings no training run and no other question set uses, over

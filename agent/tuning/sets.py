@@ -41,6 +41,8 @@ TRAIN_COUNTS = {"weather": 44, "unknown_city": 26, "compare": 44, "temp_math": 4
 # problems and operation words; one epoch in batches of 4 over a shared prefix, ~17 minutes an adapter.
 # The seventh: every run that asks the weather tool in a world of its own (in_a_world), the extra runs
 # over task_bank.WORLD_CITIES, and 40 comparisons more for 40 unknown places fewer.
+# The tenth: two in three extra two-hop and who-wrote runs ask about an invented book in a library
+# world of their own (in_a_library), so a lookup may give two results and the author is read, not known.
 EXTRA_TRAIN_COUNTS = {"weather": 90, "unknown_city": 60, "compare": 110, "temp_math": 200, "arithmetic": 130,
                       "two_hop": 150, "search": 40, "no_tool": 36, "repair": 20}
 HELD_IN_COUNTS = {"weather": 4, "unknown_city": 3, "compare": 4, "temp_math": 4, "arithmetic": 4,
@@ -168,8 +170,10 @@ def split_tasks(seed: int = SEED) -> dict[str, list[Task]]:
     for op, n in (("difference", 3), ("sum", 2), ("average", 3), ("fahrenheit", 3)):
         held_out += [t for t in math if t.facts["op"] == op][:n]
     extra_rng = random.Random(f"{seed}-extra")  # its own draws: the split above does not move
+    library_rng = random.Random(f"{seed}-libraries")  # likewise: the libraries move no other task
     for kind, n in EXTRA_TRAIN_COUNTS.items():
-        train += _spread(_dedupe(candidates(kind, "train", extra_rng, extra=True)))[:n]
+        train += [in_a_library(t, library_rng)
+                  for t in _spread(_dedupe(candidates(kind, "train", extra_rng, extra=True)))[:n]]
     world_rng = random.Random(f"{seed}-worlds")  # likewise: the worlds move no task
     return {"train": [in_a_world(t, world_rng) for t in train], "held_in": held_in, "held_out": held_out}
 
@@ -185,6 +189,20 @@ def in_a_world(task: Task, rng: random.Random) -> Task:
     known, unknown = ((), task.entities) if task.kind == "unknown_city" else (task.entities, ())
     return Task(task.kind, task.template, task.entities, task.question, task.seed,
                 task.facts | {"weather": tb.world(known, unknown, rng)})
+
+
+LIBRARY_SHARE = 2 / 3  # of the extra two-hop and who-wrote runs, those asked about an invented book
+
+
+def in_a_library(task: Task, rng: random.Random) -> Task:
+    """An extra two-hop or who-wrote training task, with probability LIBRARY_SHARE asked instead
+    about an invented book (task_bank.WORLD_BOOKS) in a library world of its own (task_bank.library):
+    the same phrasing, the encyclopedia plus the book's and its author's articles drawn for the run."""
+    if task.kind not in ("two_hop", "search") or rng.random() >= LIBRARY_SHARE:
+        return task
+    book = tb.WORLD_BOOKS[rng.randrange(len(tb.WORLD_BOOKS))]
+    return Task(task.kind, task.template, (book,), task.question.replace(task.entities[0], book), task.seed,
+                task.facts | {"library": tb.library(book, rng)})
 
 
 def later_held_out(seed: int = SEED, split: str = "held_out_2") -> list[Task]:

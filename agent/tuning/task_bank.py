@@ -362,6 +362,87 @@ def world(known: tuple[str, ...], unknown: tuple[str, ...], rng: random.Random) 
     return {c: reading(rng, temps[c] if c in temps else rng.randrange(-2, 30)) for c in cities}
 
 
+# --- the tenth data set: library worlds (training side only) ---------------------------------------
+# The ten training authors' lookup("born") always gave one result, in one form. Two held-out authors
+# are alive, and theirs gives two ("(Result 1/2) Margaret Atwood (born 1939) is a Canadian writer." and
+# "(Result 2/2) She was born on …"): a form no training run read, and 4 of the 7 two-hop misses. Another
+# run took the narrator the book's article names for its author. So most extra two-hop and who-wrote
+# runs ask about an invented book in a library world of their own: the encyclopedia plus that book's
+# article and its invented author's, drawn for the run (`library`) in the encyclopedia's own forms —
+# an author alive ("(born Y) is", two results) or dead ("(Y–Z) was", one), born on a day or in a year,
+# in or near a town; a book article that names a character too. The author changes from run to run,
+# so the answer has to be read from the observations. No name, book or town is a held-out one (tested).
+WORLD_BOOKS = (
+    "The Salt Orchard", "A House on Marrow Street", "The Lantern Keepers", "Nine Winters in Aldery",
+    "The Cartographer's Silence", "Letters from the Dry Valley", "The Orange Ferry", "A Grammar of Rain",
+    "The Quiet Foundry", "Bells over Karsten", "The Paper Heron", "The Weight of Harbours",
+    "Midnight at the Copper Mill", "The Long Field at Oste", "A Map for Swallows", "The Tin Orchestra",
+    "Under the Almond Hill", "The Glass Ledger", "Winter of the Blue Foxes", "The Ferryman's Daughters")
+_FIRST = {"she": ("Ana", "Marta", "Ingrid", "Sofia", "Leila", "Elena", "Amara", "Nadia", "Clara", "Irene",
+                  "Beatriz", "Hanne"),
+          "he": ("Tomás", "Piotr", "Jonas", "Emil", "Kwame", "Rafael", "Anders", "Mateo", "Viktor", "Hugo",
+                 "Dario", "Kofi")}
+_SURNAMES = ("Ferreyra", "Kowalczyk", "Lindqvist", "Okafor", "Marangoni", "Halvorsen", "Castellanos", "Novak",
+             "Adeyemi", "Brandt", "Sørensen", "Oduya", "Villalobos", "Petrescu", "Moreau", "Haddad", "Quiroga",
+             "Eriksen", "Mensah", "Alvarenga")
+NATIONS = (("Chilean", "Chile", ("Valparaíso", "Temuco", "La Serena")),
+           ("Polish", "Poland", ("Lublin", "Toruń", "Gdańsk")),
+           ("Norwegian", "Norway", ("Bergen", "Tromsø", "Ålesund")),
+           ("Ghanaian", "Ghana", ("Kumasi", "Cape Coast", "Tamale")),
+           ("Italian", "Italy", ("Trieste", "Bari", "Perugia")),
+           ("Mexican", "Mexico", ("Oaxaca", "Puebla", "Mérida")),
+           ("Romanian", "Romania", ("Sibiu", "Iași", "Timișoara")),
+           ("Danish", "Denmark", ("Odense", "Aalborg", "Esbjerg")),
+           ("Brazilian", "Brazil", ("Recife", "Salvador", "Curitiba")),
+           ("Egyptian", "Egypt", ("Alexandria", "Aswan", "Luxor")),
+           ("Scottish", "Scotland", ("Aberdeen", "Dundee", "Inverness")),
+           ("Peruvian", "Peru", ("Arequipa", "Cusco", "Trujillo")))
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_ROLES = ("writer", "novelist", "writer and journalist", "poet and novelist")
+_SECOND_SENTENCES = ("It follows {char}, who leaves {town} to work as a teacher.",
+                     "The story is narrated by {char}, who remembers a childhood in {town}.",
+                     "Its hero is {char}, a ferry pilot in {town}.",
+                     "It tells of {char} and the family's bakery in {town}.")
+_THIRD_SENTENCES = ("It was translated into many languages.", "It is set over a single summer.",
+                    "It is one of the best-known novels of {country}.", "It was made into a film.")
+
+
+def _person(rng: random.Random, pronoun: str | None = None) -> tuple[str, str]:
+    """(name, pronoun) of an invented person."""
+    pronoun = pronoun or _pick(rng, ("she", "he"))
+    return f"{_pick(rng, _FIRST[pronoun])} {_pick(rng, _SURNAMES)}", pronoun
+
+
+def library(book: str, rng: random.Random) -> list[dict[str, str]]:
+    """One run's invented articles: the book's and its author's, as encyclopedia.json writes them."""
+    (name, he), (char, _) = _person(rng), _person(rng)
+    while char.split()[1] == name.split()[1]:
+        char, _ = _person(rng)
+    nat, country, towns = NATIONS[rng.randrange(len(NATIONS))]
+    town, other_town = rng.sample(towns, 2)
+    born = rng.randrange(1880, 1996)
+    alive = born >= 1925 and rng.random() < 0.85  # about half the authors: two results for "born"
+    died = min(born + rng.randrange(40, 91), 2024)
+    where = f"{_pick(rng, ('in', 'in', 'near'))} {town}, {country}"
+    birth = _pick(rng, (f"was born on {rng.randrange(1, 29)} {_pick(rng, _MONTHS)} {born} {where}",
+                        f"was born on {rng.randrange(1, 29)} {_pick(rng, _MONTHS)} {born} {where}",
+                        f"was born in {born} {where}"))
+    his = {"he": "His", "she": "Her"}[he]
+    other = _pick(rng, [b for b in WORLD_BOOKS if b != book])
+    if alive:
+        author = (f"{name} (born {born}) is a {nat} {_pick(rng, _ROLES)}. {he.title()} {birth}. "
+                  f"{his} novels include {book} and {other}.")
+    else:
+        author = (f"{name} ({born}–{died}) was a {nat} {_pick(rng, _ROLES)}. {he.title()} {birth}. "
+                  f"{his} books include {book} and {other}. {he.title()} died in {other_town} in {died}.")
+    published = min(born + rng.randrange(25, 51), 2024)
+    text = (f"{book} is a novel by the {nat} {_pick(rng, ('writer', 'novelist'))} {name}, published in "
+            f"{published}. {_pick(rng, _SECOND_SENTENCES).format(char=char, town=other_town)} "
+            f"{_pick(rng, _THIRD_SENTENCES).format(country=country)}")
+    return [{"title": book, "text": text}, {"title": name, "text": author}]
+
+
 # The eighth data set: "Tell me the … of the author of {book}" read as "who wrote it" (the held-out
 # run stopped after the search), so the two-hop questions also come as requests that start that way.
 TWO_HOP_EIGHTH_Q = (
@@ -633,7 +714,7 @@ def _birth(lookup_result: str) -> tuple[str, str]:
     """(place phrase, year) from lookup's "…was born on 15 October 1923 in Santiago…" sentence."""
     sentence = next(s for s in lookup_result.split("\n") if "was born" in s)
     sentence = re.sub(r"^\(Result \d+/\d+\) ", "", sentence)
-    place = re.search(r"\b((?:in|near) [A-Z][^.]*)\.?$", re.sub(r"in \d{4} ", "", sentence)).group(1)
+    place = re.search(r"\b((?:in|near) [A-ZÀ-Þ][^.]*)\.?$", re.sub(r"in \d{4} ", "", sentence)).group(1)
     return place, re.search(r"\b(\d{4})\b", sentence).group(1)
 
 

@@ -33,7 +33,7 @@ from agent.messages import AssistantMessage, ResultKind, ToolCall, ToolResultMes
 from agent.settings import Settings
 from agent.stops import END_OF_TURN
 from agent.template import Prompt, call_text, render_prompt
-from agent.tools import TOOLS, Tool, weather_world
+from agent.tools import TOOLS, Article, Tool, library_world, weather_world
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "assets" / "trajectories"
 MODE, FMT = Mode.REACT, Fmt.NATIVE  # the ReAct tab's ReAct mode with native tool calls
@@ -114,10 +114,15 @@ class Oracle:
         return BackendReply(reply_text(next_turn(self.task, observations(prompt)), self.thoughts))
 
 
-def tools_of(weather: dict[str, str] | None) -> tuple[Tool, ...]:
-    """The real tools, with get_weather on the run's own table of readings when it has one (a
-    training run's world, task_bank.world); held-in and held-out questions use the demo's."""
-    return weather_world(weather) if weather else TOOLS
+def tools_of(world: dict) -> tuple[Tool, ...]:
+    """The real tools, in the run's own world when it has one (a training run's facts or record):
+    get_weather on its own table of readings ("weather", task_bank.world), search and lookup over
+    the encyclopedia plus its invented book and author ("library", task_bank.library). Held-in and
+    held-out questions use the demo's tools."""
+    tools = weather_world(world["weather"]) if world.get("weather") else TOOLS
+    if world.get("library"):
+        tools = library_world(tuple(Article(a["title"], a["text"]) for a in world["library"]), tools)
+    return tools
 
 
 def start(question: str, settings: Settings = SETTINGS) -> loop.State:
@@ -129,7 +134,7 @@ def oracle_run(task: Task, thoughts: bool = True) -> dict:
     """Run the oracle through the real loop; the run as a JSONL record."""
     from agent.tuning.task_bank import next_turn
 
-    tools = tools_of(task.facts.get("weather"))
+    tools = tools_of(task.facts)
     states = loop.run(start(task.question), Oracle(task, thoughts), tools)
     final = states[-1]
     if final.stop_reason != loop.StopReason.FINAL_ANSWER:
@@ -144,8 +149,9 @@ def oracle_run(task: Task, thoughts: bool = True) -> dict:
               "calls": [{"name": c.name, "arguments": json.loads(c.arguments)}
                         for m in final.history if isinstance(m, AssistantMessage) for c in m.tool_calls],
               "answer": final.final_answer}
-    if task.facts.get("weather"):  # the run's own readings: replay() executes its calls on them again
-        record["weather"] = task.facts["weather"]
+    for world in ("weather", "library"):  # the run's own world: replay() executes its calls in it again
+        if task.facts.get(world):
+            record[world] = task.facts[world]
     return record
 
 
@@ -167,7 +173,7 @@ class _Capture:
 def replay(record: dict) -> tuple[tuple[loop.State, ...], list[Prompt]]:
     """The record's replies replayed through the real loop and tools: (states, each call's prompt)."""
     backend = _Capture(ScriptedBackend(tuple(BackendReply(t) for t in record["replies"])))
-    return loop.run(start(record["question"]), backend, tools_of(record.get("weather"))), backend.prompts
+    return loop.run(start(record["question"]), backend, tools_of(record)), backend.prompts
 
 
 def render_run(record: dict, tokenizer) -> tuple[str, tuple[tuple[int, int], ...]]:
