@@ -132,7 +132,7 @@ def test_invented_books_live_in_a_library_world_of_their_own_with_no_held_out_na
 
 @pytest.mark.parametrize("name", sorted(LATER))
 def test_a_later_held_out_set_shares_no_phrasing_with_training_or_the_sets_before(name):
-    """held-out-2, -3 and -4: phrasings no training run and no other question set uses, over
+    """held-out-2 to -5: phrasings no training run and no other question set uses, over
     held-out entities only, every kind and operation the first set has."""
     from agent.tuning import task_bank as tb
 

@@ -564,6 +564,31 @@ HELD_OUT_4_Q = {
     "no_tool": (("What is the opposite of happy?", "The opposite of happy is sad.", "sad"),
                 ("Hey there!", "Hello! How can I help you?", "hello"),
                 ("How many months are in a year?", "A year has 12 months.", "12"))}
+# --- a FIFTH held-out set: phrasings written after the tenth data set's adapter had trained and
+# before any of its results were read (the tenth set's change came from the fourth set's misses, so
+# this one measures it clean). Held-out entities only; never trained.
+HELD_OUT_5_Q = {
+    "weather": ("How is the weather over in {city}?", "Will I need a coat in {city} this afternoon?",
+                "What are the conditions in {city} right now?"),
+    "compare": (("Between {a} and {b}, where is it warmer now?", "warmer"),
+                ("Where is it cooler right now: {a} or {b}?", "colder"),
+                ("I'd like the current weather for both {a} and {b}.", "both")),
+    "temp_math": (("What is the temperature gap between {a} and {b} right now?", "difference"),
+                  ("If I add up the temperatures of {a} and {b}, what do I get?", "sum"),
+                  ("What's the mean of {a}'s and {b}'s temperatures today?", "average"),
+                  ("Convert the current temperature in {a} to Fahrenheit.", "fahrenheit")),
+    "arithmetic": (("{n} friends split {x} cookies evenly. How many cookies does each friend get?", "{x} / {n}",
+                    "Each friend gets {r} cookies."),
+                   ("How much is {x} minus {y}?", "{x} - {y}", "{x} minus {y} is {r}."),
+                   ("Multiply {x} by {y}.", "{x} * {y}", "{x} times {y} is {r}."),
+                   ("A bus carries {y} people on each trip. How many people ride in {n} trips?", "{y} * {n}",
+                    "{r} people ride in {n} trips.")),
+    "two_hop": (("Where was the person who wrote {book} born?", "place"),
+                ("In what year was the writer of {book} born?", "year")),
+    "who_wrote": ("Which writer gave us {book}?",),
+    "no_tool": (("What is the opposite of cold?", "The opposite of cold is hot.", "hot"),
+                ("Good evening!", "Good evening! How can I help you?", "evening"),
+                ("How many sides does a triangle have?", "A triangle has 3 sides.", "3"))}
 BAD_ARGUMENTS = ({"location": "{city}"}, {"town": "{city}"}, {"city_name": "{city}"}, {"place": "{city}"})
 
 
