@@ -37,11 +37,11 @@ TITLE = "In-context learning vs post-training"
 COMPARISON_FILE = DATA_DIR / "comparison.json"
 TRAIN_FILE = DATA_DIR / "train-with-thoughts.jsonl"
 BENCH_COMMAND = "python bench/bench_tuning.py"
-SPLIT_NOTES = {"held-out": "the sixth to ninth data sets' changes were made after reading its misses",
+SPLIT_NOTES = {"held-out": "the sixth to tenth data sets' changes were made after reading its misses",
                "held-out-2": "a second held-out set, written after the fourth data set and before any training on it; "
-                             "the answer formats of the sixth to ninth sets were changed after reading its misses",
+                             "the sixth to tenth sets were changed after reading its misses",
                "held-out-3": "a third held-out set, written while the eighth data set trained and before any of its "
-                             "results were read; the ninth set's thoughts were changed after reading its misses",
+                             "results were read; the ninth and tenth sets were changed after reading its misses",
                "held-out-4": "a fourth held-out set, written with the ninth data set and before it trained; the "
                              "tenth set's library worlds were made after reading its two-hop misses",
                "held-out-5": "a fifth held-out set, written after the tenth set's adapter trained and before any of "
