@@ -425,7 +425,7 @@ def library(book: str, rng: random.Random) -> list[dict[str, str]]:
     alive = born >= 1925 and rng.random() < 0.85  # about half the authors: two results for "born"
     died = min(born + rng.randrange(40, 91), 2024)
     where = f"{_pick(rng, ('in', 'in', 'near'))} {town}, {country}"
-    birth = _pick(rng, (f"was born on {rng.randrange(1, 29)} {_pick(rng, _MONTHS)} {born} {where}",
+    birth = _pick(rng, (f"was born on {rng.randrange(1, 29)} {_pick(rng, _MONTHS)} {born} {where}",  # a day: 2 in 3
                         f"was born on {rng.randrange(1, 29)} {_pick(rng, _MONTHS)} {born} {where}",
                         f"was born in {born} {where}"))
     his = {"he": "His", "she": "Her"}[he]
