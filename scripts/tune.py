@@ -1,6 +1,6 @@
 """Trajectory tuning of the bundled model (lecture, "In-Context Learning vs. Post-Training for ReAct").
 
-    make tune                                            # both adapters, 28–32 minutes each (2 cores, AVX-512 BF16)
+    make tune                                            # both adapters, 24–32 minutes each (2 cores, AVX-512 BF16)
     python scripts/tune.py --adapter with-thoughts --max-steps 2 --limit-runs 4 --out /tmp/a
 
 LoRA (peft) on SmolLM2-135M-Instruct: r = 16, alpha 32, on q/k/v/o/gate/up/down; AdamW, lr 6e-4 with

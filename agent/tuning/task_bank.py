@@ -408,9 +408,9 @@ _THIRD_SENTENCES = ("It was translated into many languages.", "It is set over a 
                     "It is one of the best-known novels of {country}.", "It was made into a film.")
 
 
-def _person(rng: random.Random, pronoun: str | None = None) -> tuple[str, str]:
+def _person(rng: random.Random) -> tuple[str, str]:
     """(name, pronoun) of an invented person."""
-    pronoun = pronoun or _pick(rng, ("she", "he"))
+    pronoun = _pick(rng, ("she", "he"))
     return f"{_pick(rng, _FIRST[pronoun])} {_pick(rng, _SURNAMES)}", pronoun
 
 
