@@ -589,6 +589,32 @@ HELD_OUT_5_Q = {
     "no_tool": (("What is the opposite of cold?", "The opposite of cold is hot.", "hot"),
                 ("Good evening!", "Good evening! How can I help you?", "evening"),
                 ("How many sides does a triangle have?", "A triangle has 3 sides.", "3"))}
+# --- a SIXTH held-out set: phrasings written after the tenth data set shipped and before the eleventh
+# (the tenth set's misses: single-token place names copied into the JSON call) was written or trained;
+# the eleventh set's changes come from the five earlier sets' misses, so this one measures them clean.
+# Held-out entities only; never trained.
+HELD_OUT_6_Q = {
+    "weather": ("Tell me what the sky looks like over {city} today.", "Is the sun out in {city} at the moment?",
+                "Report the current weather conditions for {city}."),
+    "compare": (("Of {a} and {b}, which has the higher temperature now?", "warmer"),
+                ("Which city is chillier today, {a} or {b}?", "colder"),
+                ("Look up the weather in {a} and in {b} for me.", "both")),
+    "temp_math": (("How much does the temperature in {a} differ from the one in {b}?", "difference"),
+                  ("What number do you get by adding {a}'s temperature to {b}'s?", "sum"),
+                  ("Find the average of today's temperatures in {a} and {b}.", "average"),
+                  ("What would the thermometer in {a} read in Fahrenheit?", "fahrenheit")),
+    "arithmetic": (("{n} workers divide {x} euros of tips equally. What does each worker receive?", "{x} / {n}",
+                    "Each worker receives {r} euros."),
+                   ("Subtract {y} from {x}.", "{x} - {y}", "{x} minus {y} is {r}."),
+                   ("A hen lays {n} eggs a week. How many eggs does it lay in {y} weeks?", "{n} * {y}",
+                    "It lays {r} eggs in {y} weeks."),
+                   ("A ticket costs {p} euros. What do {n} tickets cost?", "{p} * {n}", "{n} tickets cost {r} euros.")),
+    "two_hop": (("In which town or city was the author of {book} born?", "place"),
+                ("Tell me the birth year of whoever wrote {book}.", "year")),
+    "who_wrote": ("Whose novel is {book}?",),
+    "no_tool": (("How many hours are in a day?", "A day has 24 hours.", "24"),
+                ("What is the opposite of early?", "The opposite of early is late.", "late"),
+                ("Good day to you!", "Good day! How can I help you?", "day"))}
 BAD_ARGUMENTS = ({"location": "{city}"}, {"town": "{city}"}, {"city_name": "{city}"}, {"place": "{city}"})
 
 
