@@ -319,3 +319,28 @@ def test_the_judge_of_an_unknown_city_wants_the_call_to_name_the_place_asked():
     assert judge_run(question["expected"], run("Zurich"))["success"]
     assert judge_run(question["expected"], run("zurich"))["success"]
     assert not judge_run(question["expected"], run("Zurica"))["success"]
+
+
+def test_the_copy_probe_places_are_in_no_training_run_and_no_held_out_or_trained_place():
+    """bench/bench_copy.py asks about task_bank.COPY_PROBE_PLACES: a name the model never read in training."""
+    from agent.tools import WEATHER, normalize
+    from agent.tuning import task_bank as tb
+
+    probe = set(tb.COPY_PROBE_PLACES)
+    assert len(probe) == len(tb.COPY_PROBE_PLACES)
+    before = {normalize(c) for c in (*WEATHER, *tb.WORLD_CITIES, *tb.TRAIN_UNKNOWN, *tb.TRAIN_UNKNOWN_MORE,
+                                     *tb.HELD_OUT_UNKNOWN)}
+    assert not {normalize(c) for c in probe} & before
+    words = {w.strip("?.,!'") for r in TRAIN for w in r["question"].split()}
+    assert not words & probe
+    assert not {e for r in TRAIN for e in r["entities"]} & probe
+
+
+@pytest.mark.model
+def test_the_copy_probe_places_are_one_token_after_a_space_and_several_in_a_json_string(lm):
+    """What makes them a probe: " Tehran" is one token, "Tehran" after a quote several."""
+    from agent.tuning import task_bank as tb
+
+    for place in tb.COPY_PROBE_PLACES:
+        assert len(lm.encode(" " + place)) == 1, place
+        assert len(lm.encode('"' + place)) > 2, place

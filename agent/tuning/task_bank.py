@@ -340,6 +340,14 @@ WORLD_CITIES = TRAIN_CITIES + (
     "Manchester", "Galway", "Montevideo", "Santiago", "Lagos", "Casablanca", "Osaka", "Busan", "Taipei",
     "Manila", "Bangkok", "Singapore", "Melbourne", "Auckland", "Vancouver", "Seattle", "Boston", "Miami",
     "Mexico City", "Havana", "Belo Horizonte", "Saint Petersburg", "Frankfurt am Main")
+# The copy probe (bench/bench_copy.py): places whose name is ONE token after a space (" Tehran") but
+# several inside the call's JSON string ("Te", "h", "ran"). The shipped adapter copied such a name
+# wrong in 6 of 14 names it never saw (0 of 20 names of several tokens): "Zurica" for Zurich, in all
+# five held-out sets. Never in a training run, and none is a held-out or trained place (tested).
+COPY_PROBE_PLACES = (
+    "Adelaide", "Baghdad", "Basel", "Birmingham", "Brisbane", "Cardiff", "Corinth", "Detroit", "Dubai",
+    "Guatemala", "Hiroshima", "Jerusalem", "Johannesburg", "Leeds", "Liverpool", "Medina",
+    "Newcastle", "Panama", "Phoenix", "Quebec", "Sparta", "Tehran", "Wellington", "Wuhan")
 _CONDITIONS = ((1, ("snow", "snow showers", "freezing fog", "cloudy", "clear")),
                (10, ("rainy", "drizzle", "overcast", "cloudy", "windy", "light rain", "fog")),
                (19, ("cloudy", "partly cloudy", "sunny", "rainy", "windy", "light rain", "clear", "overcast")),
@@ -589,10 +597,10 @@ HELD_OUT_5_Q = {
     "no_tool": (("What is the opposite of cold?", "The opposite of cold is hot.", "hot"),
                 ("Good evening!", "Good evening! How can I help you?", "evening"),
                 ("How many sides does a triangle have?", "A triangle has 3 sides.", "3"))}
-# --- a SIXTH held-out set: phrasings written after the tenth data set shipped and before the eleventh
-# (the tenth set's misses: single-token place names copied into the JSON call) was written or trained;
-# the eleventh set's changes come from the five earlier sets' misses, so this one measures them clean.
-# Held-out entities only; never trained.
+# --- a SIXTH held-out set: phrasings written after the tenth data set shipped and before an eleventh
+# (branch `eleventh`: single-token place names copied into the JSON call) was written or trained; the
+# eleventh did not ship, so nothing shipped was changed after reading this set: it measures the shipped
+# weights clean. Held-out entities only; never trained.
 HELD_OUT_6_Q = {
     "weather": ("Tell me what the sky looks like over {city} today.", "Is the sun out in {city} at the moment?",
                 "Report the current weather conditions for {city}."),
