@@ -45,9 +45,9 @@ SPLIT_NOTES = {"held-out": "the sixth to tenth data sets' changes were made afte
                "held-out-4": "a fourth held-out set, written with the ninth data set and before it trained; the "
                              "tenth set's library worlds were made after reading its two-hop misses",
                "held-out-5": "a fifth held-out set, written after the tenth set's adapter trained and before any of "
-                             "its results were read; the eleventh set was changed after reading its misses",
-               "held-out-6": "a sixth held-out set, written after the tenth set shipped and before the eleventh was "
-                             "written: the cleanest measure of the shipped weights"}
+                             "its results were read (an eleventh data set made from its misses did not ship)",
+               "held-out-6": "a sixth held-out set, written after the tenth set shipped; nothing shipped was changed "
+                             "after reading its results: the cleanest measure of the shipped weights"}
 # lecture: Song et al. (2024), the unweighted mean of task results (0–100), with → without the thought
 SONG_ET_AL = {"held-out": ((29.5, 22.8), (30.0, 27.5), (36.1, 31.8)),
               "held-in": ((41.6, 41.2), (45.2, 45.5), (45.4, 43.6))}
