@@ -196,3 +196,12 @@ def test_a_merge_of_rows_measured_apart_says_so_and_keeps_each_rows_n():
     html = pt.comparison_html(merged)
     assert "in runs from 2026-11-30 to 2026-12-02, the newest on 2026-12-02T05:00:00+00:00" in html
     assert "a subset" not in html
+
+
+def test_our_ablation_is_said_per_split_with_the_caveat_that_the_gap_moves_with_the_data():
+    rows = sample_comparison()["rows"]
+    said = pt.thought_effect(rows)
+    for split in ("held-in", "held-out"):
+        assert f"{split}: " in said
+    assert "→" in said and pt.esc(pt.GAP_MOVES_WITH_THE_DATA) in said
+    assert pt.thought_effect([r for r in rows if r["row"] != "tuned-no-thoughts"]) == ""
