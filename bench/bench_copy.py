@@ -30,14 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import header, print_table  # noqa: E402
-from bench_tuning import settings  # noqa: E402
+from bench_tuning import run_question  # noqa: E402
 
-from agent.backends import LocalBackend  # noqa: E402
-from agent.loop import run  # noqa: E402
 from agent.messages import AssistantMessage  # noqa: E402
-from agent.tools import TOOLS  # noqa: E402
 from agent.tuning import task_bank as tb  # noqa: E402
-from agent.tuning.trajectories import start  # noqa: E402
 
 QUESTION = "What's the weather in {place}?"
 GROUPS = {"copy probe (never trained)": tb.COPY_PROBE_PLACES, "held-out unknown places": tb.HELD_OUT_UNKNOWN}
@@ -45,16 +41,15 @@ GROUPS = {"copy probe (never trained)": tb.COPY_PROBE_PLACES, "held-out unknown 
 
 def first_city(lm, weights: str, place: str, session: str) -> tuple[str | None, int]:
     """The city of the run's first get_weather call (None: no such call), and the model calls made."""
-    backend = LocalBackend(lm, name=weights, session=session, weights=weights)
-    final = run(start(QUESTION.format(place=place), settings(0)), backend, TOOLS)[-1]
-    for m in final.history:
-        for call in m.tool_calls if isinstance(m, AssistantMessage) else ():
-            if call.name == "get_weather":
-                try:
-                    return json.loads(call.arguments).get("city"), len(final.replies)
-                except (json.JSONDecodeError, AttributeError):
-                    return call.arguments, len(final.replies)
-    return None, len(final.replies)
+    final = run_question(lm, weights, weights, 0, QUESTION.format(place=place), session)
+    calls = [c for m in final.history if isinstance(m, AssistantMessage) for c in m.tool_calls
+             if c.name == "get_weather"]
+    if not calls:
+        return None, len(final.replies)
+    try:
+        return json.loads(calls[0].arguments).get("city"), len(final.replies)
+    except (json.JSONDecodeError, AttributeError):  # not JSON, or not an object: what was written
+        return calls[0].arguments, len(final.replies)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,13 +99,17 @@ def summarize(runs: list[dict]) -> dict:
             "not_advanced": sum(r["model_calls"] == 0 for r in runs)}
 
 
-def run_one(lm, key: str, question: dict, session: str) -> dict:
-    """One question through the loop with one row's weights and exemplars, as the ReAct tab's Local
-    model runs it (LocalBackend with its weights; the session's KV cache keeps the shared prefix)."""
-    label, weights, few_shot = ROWS[key]
+def run_question(lm, label: str, weights: str, few_shot: int, text: str, session: str) -> State:
+    """A question through the loop as the ReAct tab's Local model runs it (LocalBackend with the
+    weights; the session's KV cache keeps the shared prefix): the run's last state."""
     backend = LocalBackend(lm, name=label, session=session, weights=weights)
+    return run(start(text, settings(few_shot)), backend, TOOLS)[-1]
+
+
+def run_one(lm, key: str, question: dict, session: str) -> dict:
+    """One question with one row's weights and exemplars, measured."""
     t = time.perf_counter()
-    final = run(start(question["question"], settings(few_shot)), backend, TOOLS)[-1]
+    final = run_question(lm, *ROWS[key], question["question"], session)
     return {**measure(question, final), "row": key, "split": question["split"],
             "seconds": round(time.perf_counter() - t, 1)}
 

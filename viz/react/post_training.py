@@ -127,8 +127,8 @@ def thought_effect(rows: Sequence[dict]) -> str:
     if not pairs:
         return ""
     said = "; ".join(f"{s}: {_cell(a, True)} → {_cell(b, True)}" for s, a, b in pairs)
-    return (f'<p class="pt-effect">Here, removing the thought from the training runs: success {esc(said)}. '
-            f"{esc(GAP_MOVES_WITH_THE_DATA)}</p>")
+    return (f'<p class="pt-effect">Here, removing the thought from the training runs: success {esc(said)}.</p>'
+            f'<p class="pt-note">{esc(GAP_MOVES_WITH_THE_DATA)}</p>')
 
 
 def song_table() -> str:
