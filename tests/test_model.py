@@ -66,6 +66,32 @@ def test_prefix_cache_is_safe_from_several_threads_and_sessions(lm):
         assert np.abs(z - lm.full_forward_logits(ids)).max() < 1e-4
 
 
+def test_a_forward_pass_runs_on_forward_threads_and_gives_the_count_back(lm):
+    """Inside a pass (seen by a hook on the first decoder layer) torch runs on forward_threads();
+    the calling thread's own count is the same before and after (torch's count is global)."""
+    import torch
+
+    seen = []
+    hook = lm.model.model.layers[0].register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    try:
+        lm.next_token_logits(lm.encode("Threads of a forward pass, seen from inside"), session="threads")
+        lm.full_forward_logits(lm.encode("and from a full pass"))
+    finally:
+        hook.remove()
+    assert seen and set(seen) == {lm.threads} == {model_mod.forward_threads()}
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize(("env", "threads"), [(None, 1), ("2", 2), ("0", 1), ("two", 1)])
+def test_forward_threads_is_one_unless_the_operator_sets_omp_num_threads(monkeypatch, env, threads):
+    if env is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", env)
+    assert model_mod.forward_threads() == threads
+
+
 def test_the_cache_is_keyed_by_session(lm):
     ids = tuple(lm.encode("A prompt typed by one visitor only"))
     lm.next_token_logits(ids, session="one")

