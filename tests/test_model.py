@@ -92,6 +92,28 @@ def test_forward_threads_is_one_unless_the_operator_sets_omp_num_threads(monkeyp
     assert model_mod.forward_threads() == threads
 
 
+def test_two_passes_that_extend_one_block_never_write_the_same_positions(lm):
+    """A pass appends into room after its block (agent/llm/kv.py). Two requests of one session
+    prepared on the same cached prefix, as queued requests are: a verify (3 new tokens) extends the
+    hot block in place and does not become hot, so the decode after it finds the same block; it
+    must copy, or it would write over the verify's positions. Both continuations stay exact."""
+    from agent.llm.batching import Request
+
+    ids = lm.encode("A block extended twice: once by a verify, once by a decode")
+    a, b, c, d, e, x = lm.encode(" one two three four five six")[:6]
+    session = "kv-extended-twice"
+    for seq in (ids, ids + [a], ids + [a, b]):  # a prompt, then two decode passes: a hot block
+        lm.next_token_logits(seq, session=session)
+    verify = Request(session, (*ids, a, b, c, d, e), tail=3)
+    decode = Request(session, (*ids, a, b, x))
+    assert lm._prepare(verify) is None and lm._prepare(decode) is None
+    assert verify.base is decode.base and verify.base.block is lm._hot
+    lm._forward_rows([(verify, 3)])
+    lm._forward_rows([(decode, 1)])
+    for seq in ((*ids, a, b, c, d, e, x), (*ids, a, b, x, c)):
+        assert np.abs(lm.next_token_logits(seq, session=session) - lm.full_forward_logits(seq)).max() < 1e-4
+
+
 def test_the_cache_is_keyed_by_session(lm):
     ids = tuple(lm.encode("A prompt typed by one visitor only"))
     lm.next_token_logits(ids, session="one")

@@ -328,6 +328,7 @@ class _Block:
     values: list
     rows: int
     length: int
+    extended: bool = False  # a pass has written positions after `length` in these tensors' room
 
 
 @dataclass(eq=False)
@@ -768,29 +769,31 @@ class LanguageModel:
         when these rows are exactly its rows."""
         from transformers import DynamicCache
 
+        from agent.llm.kv import AppendLayer, with_room
+
         if P == 0:
             return DynamicCache(config=self.model.config) if layers is not None else DynamicCache()
-        torch, n_layers = self._torch, layers or len(self.model.model.layers)
-        bases = [r.base for r in reqs]
-        if in_place and all(b is not None and b.block is self._hot and b.row == i and b.ends_block
+        n_layers = layers or len(self.model.model.layers)
+        bases, hot = [r.base for r in reqs], self._hot
+        if in_place and all(b is not None and b.block is hot and b.row == i and b.ends_block
                             and r.pos == len(b.ids) for i, (b, r) in enumerate(zip(bases, reqs, strict=True))) \
-                and self._hot.rows == len(reqs) and self._hot.length == P:
-            pairs = list(zip(self._hot.keys, self._hot.values, strict=True))  # in place: no copy
+                and hot.rows == len(reqs) and hot.length == P:
+            pairs = list(zip(hot.keys, hot.values, strict=True))  # in place: no copy
+            room = not hot.extended  # only the first pass that extends a block may write after it
+            hot.extended = True
         else:
-            pairs = []
+            pairs, room = [], True
             for layer in range(n_layers):
                 k0 = bases[0] if bases[0] is not None else next(b for b in bases if b is not None)
                 shape = (len(reqs), k0.block.keys[layer].shape[1], P, k0.block.keys[layer].shape[3])
-                k = torch.zeros(shape, dtype=k0.block.keys[layer].dtype)
-                v = torch.zeros_like(k)
+                k, v = with_room(shape, k0.block.keys[layer].dtype), with_room(shape, k0.block.values[layer].dtype)
                 for i, (b, r) in enumerate(zip(bases, reqs, strict=True)):
                     if r.pos:
                         bk, bv = b.kv(layer, r.pos)
                         k[i, :, P - r.pos:], v[i, :, P - r.pos:] = bk[0], bv[0]
                 pairs.append((k, v))
-        cache = DynamicCache(ddp_cache_data=[(k[:, :, :0], v[:, :, :0]) for k, v in pairs])
-        for layer, (k, v) in zip(cache.layers, pairs, strict=True):
-            layer.keys, layer.values = k, v
+        cache = DynamicCache()
+        cache.layers = [AppendLayer(k, v, room) for k, v in pairs]
         return cache
 
     def _store_rows(self, rows: list, block: _Block, P: int, logits: np.ndarray) -> None:
