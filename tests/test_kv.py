@@ -34,6 +34,6 @@ def test_has_room_counts_from_a_views_first_position():
     assert kv.has_room(row, kv.ROOM + 3) and not kv.has_room(row, kv.ROOM + 4)
     assert not kv.has_room(torch.zeros(2, 3, 10, 4), 11)  # a plain tensor has none
     assert not kv.has_room(buf.transpose(1, 2), 11)
-    layer = kv.AppendLayer(row, kv.grown(kv.with_room((2, 3, 10, 4), torch.float32), 10)[1:2, :, 7:10], room=True)
+    layer = kv.AppendLayer(row, kv.with_room((2, 3, 10, 4), torch.float32)[1:2, :, 7:10], room=True)
     k, _ = layer.update(torch.ones(1, 3, 2, 4), torch.ones(1, 3, 2, 4))
     assert torch.equal(full[1, :, 10:12], torch.ones(3, 2, 4))  # written in place, after the entry

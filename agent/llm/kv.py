@@ -44,6 +44,13 @@ def grown(t: torch.Tensor, length: int) -> torch.Tensor:
     return t.as_strided((b, h, length, d), t.stride(), t.storage_offset())
 
 
+def moved(t: torch.Tensor, length: int) -> torch.Tensor:
+    """t's positions copied to the start of new buffers with room for ``length`` positions and more."""
+    out = with_room((*t.shape[:2], length, t.shape[3]), t.dtype)
+    out[:, :, :t.shape[2]] = t
+    return out[:, :, :t.shape[2]]
+
+
 class AppendLayer(DynamicLayer):
     """A DynamicLayer whose update writes into room after its positions instead of concatenating."""
 
@@ -53,12 +60,9 @@ class AppendLayer(DynamicLayer):
         self.keys, self.values, self.room = keys, values, room
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        n, new = self.keys.shape[-2], key_states.shape[-2]
-        if not (self.room and has_room(self.keys, n + new) and has_room(self.values, n + new)):
-            keys = with_room((*self.keys.shape[:2], n + new, self.keys.shape[3]), self.keys.dtype)
-            values = with_room((*self.values.shape[:2], n + new, self.values.shape[3]), self.values.dtype)
-            keys[:, :, :n], values[:, :, :n] = self.keys, self.values
-            self.keys, self.values, self.room = keys, values, True
-        self.keys, self.values = grown(self.keys, n + new), grown(self.values, n + new)
+        n, length = self.keys.shape[-2], self.keys.shape[-2] + key_states.shape[-2]
+        if not (self.room and has_room(self.keys, length) and has_room(self.values, length)):
+            self.keys, self.values, self.room = moved(self.keys, length), moved(self.values, length), True
+        self.keys, self.values = grown(self.keys, length), grown(self.values, length)
         self.keys[:, :, n:], self.values[:, :, n:] = key_states, value_states
         return self.keys, self.values
