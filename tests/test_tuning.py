@@ -211,14 +211,27 @@ def test_each_turn_prompt_is_a_prefix_and_only_assistant_turns_carry_the_loss(lm
 
 @pytest.fixture(scope="module")
 def trained_adapter(tmp_path_factory) -> Path:
-    """The training script, 2 steps (batches of 2) on 4 runs, into a temporary folder."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import tune
+    """The training script as `make tune` runs it (its own process, under mimalloc), 2 steps (batches
+    of 2) on 4 runs, into a temporary folder."""
+    import subprocess
 
     out = tmp_path_factory.mktemp("adapters")
-    assert tune.main(["--adapter", "with-thoughts", "--max-steps", "2", "--limit-runs", "4", "--batch", "2",
-                      "--bf16", "off", "--out", str(out)]) == 0
+    run = subprocess.run([sys.executable, "scripts/tune.py", "--adapter", "with-thoughts", "--max-steps", "2",
+                          "--limit-runs", "4", "--batch", "2", "--bf16", "off", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
     return out
+
+
+def test_the_training_process_keeps_freed_memory_for_the_next_step():
+    """`make tune` sets glibc's malloc options in its own process (a fresh interpreter here, so the
+    test session's malloc is left alone): each option must be taken, or steps fault their memory anew."""
+    import subprocess
+
+    code = "import sys; sys.path.insert(0, 'scripts'); import tune; print(tune.keep_freed_memory())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
 
 
 @pytest.mark.model
@@ -230,6 +243,8 @@ def test_training_runs_two_steps_on_four_runs_and_writes_an_adapter(trained_adap
     assert "/" not in config["base_model_name_or_path"]  # no hub id for anything to download
     record = json.loads((folder / "training.json").read_text())
     assert record["steps"] == 2 and record["runs"] == 4 and record["tokens"] > 0
+    assert len(record["seconds_per_step"]) == 2 and record["peak_rss_mb"] > 0
+    assert record["malloc"] == "mimalloc"  # restarted under it: glibc's bins fragment as steps go on
     assert (folder / "loss.png").stat().st_size > 0
 
 
