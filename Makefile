@@ -66,7 +66,8 @@ bench: setup browser
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 # Trajectory tuning (issue 24): two LoRA adapters on the versioned runs, about 16 minutes each
-# on a quiet 2-core Intel Xeon with AMX (under mimalloc, docs/DESIGN-NOTES.md); CI never runs it. `make trajectories` regenerates the runs (seeded).
+# on a quiet 2-core Intel Xeon with AMX (under mimalloc, docs/DESIGN-NOTES.md); CI never runs it.
+# `make trajectories` regenerates the runs (seeded).
 tune: setup
 	$(BIN)/python scripts/tune.py --adapter both
 
