@@ -237,7 +237,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="question sets (held-out-2: the second held-out set, written after the fourth data set; "
                         "held-out-3: the third, written while the eighth trained; held-out-4: the fourth, "
                         "written with the ninth; held-out-5: the fifth, written after the tenth trained; "
-                        "held-out-6: the sixth, written after the tenth shipped)")
+                        "held-out-6: the sixth, written after the tenth shipped; held-out-7: the seventh, "
+                        "written while the twelfth trained)")
     p.add_argument("--parallel", type=int, default=8,
                    help="runs at a time, sharing the batcher's forward passes (1: one after the other)")
     p.add_argument("--merge", action="store_true",

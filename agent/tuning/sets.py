@@ -14,6 +14,8 @@ What it knows: how many runs of each task kind to make, and the split, fixed bef
                before any of its results were read;
   held-out-6 — a sixth (task_bank.HELD_OUT_6_Q), written after the tenth set shipped; an eleventh
                data set was trained after it and did not ship (docs/DESIGN-NOTES.md);
+  held-out-7 — a seventh (task_bank.HELD_OUT_7_Q), written while the twelfth data set's adapters
+               trained and before any of their results were read;
   held-out   — phrasings, cities, books and unknown cities never trained, in every composition
                (the average of two temperatures and a temperature in Fahrenheit were held out as
                operations until the fourth data set; they are now trained on phrasings of their own).
@@ -77,7 +79,7 @@ MORE = {"weather": tb.WEATHER_MORE_Q, "compare": tb.COMPARE_MORE_Q,
 # later held-out sets: (phrasings, first template index)
 LATER = {"held_out_2": (tb.HELD_OUT_2_Q, 100), "held_out_3": (tb.HELD_OUT_3_Q, 200),
          "held_out_4": (tb.HELD_OUT_4_Q, 300), "held_out_5": (tb.HELD_OUT_5_Q, 400),
-         "held_out_6": (tb.HELD_OUT_6_Q, 500)}
+         "held_out_6": (tb.HELD_OUT_6_Q, 500), "held_out_7": (tb.HELD_OUT_7_Q, 600)}
 # the question sets, as the benchmark names them; each is the file <name>.jsonl, keyed <name_with_underscores>
 SPLITS = ("held-in", "held-out", *(key.replace("_", "-") for key in LATER))
 FILES = {"train": "train-with-thoughts.jsonl", "train_without": "train-without-thoughts.jsonl",
@@ -212,7 +214,7 @@ def in_a_library(task: Task, rng: random.Random) -> Task:
 
 
 def later_held_out(seed: int = SEED, split: str = "held_out_2") -> list[Task]:
-    """A later held-out set: HELD_OUT_2_Q's (HELD_OUT_3_Q's, …, HELD_OUT_6_Q's) phrasings over the
+    """A later held-out set: HELD_OUT_2_Q's (HELD_OUT_3_Q's, …, HELD_OUT_7_Q's) phrasings over the
     held-out entities, with an RNG of its own."""
     rng, out = random.Random(f"{seed}-{split.replace('_', '-')}"), []
     for kind, n in HELD_OUT_2_COUNTS.items():

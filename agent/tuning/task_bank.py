@@ -623,6 +623,31 @@ HELD_OUT_6_Q = {
     "no_tool": (("How many hours are in a day?", "A day has 24 hours.", "24"),
                 ("What is the opposite of early?", "The opposite of early is late.", "late"),
                 ("Good day to you!", "Good day! How can I help you?", "day"))}
+# --- a SEVENTH held-out set: phrasings written while a twelfth data set's adapter trained (branch
+# `twelfth`: word problems' thoughts, made after reading the first six sets' misses) and before any
+# of its results were read, so it measures it clean. Held-out entities only; never trained.
+HELD_OUT_7_Q = {
+    "weather": ("Can you check the current weather in {city}?", "Is it hot in {city} right now?",
+                "What's the weather up to in {city}?"),
+    "compare": (("Which is hotter right now, {a} or {b}?", "warmer"),
+                ("Is {a} or {b} the cooler of the two today?", "colder"),
+                ("Give me the current weather in {a} as well as {b}.", "both")),
+    "temp_math": (("Work out how much warmer or colder {a} is than {b}.", "difference"),
+                  ("Sum up the temperatures of {a} and {b} for me.", "sum"),
+                  ("Take the temperatures of {a} and {b} and give me their average.", "average"),
+                  ("Tell me in Fahrenheit how warm {a} is.", "fahrenheit")),
+    "arithmetic": (("{x} euros are shared equally among {n} children. How much does each child get?", "{x} / {n}",
+                    "Each child gets {r} euros."),
+                   ("Take {y} away from {x}.", "{x} - {y}", "{x} minus {y} is {r}."),
+                   ("A car uses {p} litres of fuel a day. How many litres does it use in {n} days?", "{p} * {n}",
+                    "It uses {r} litres in {n} days."),
+                   ("What do {x} and {y} add up to?", "{x} + {y}", "{x} plus {y} is {r}.")),
+    "two_hop": (("Where was the novelist behind {book} born?", "place"),
+                ("What's the year of birth of the author of {book}?", "year")),
+    "who_wrote": ("Do you know who authored {book}?",),
+    "no_tool": (("What is the opposite of loud?", "The opposite of loud is quiet.", "quiet"),
+                ("Hi, how are you today?", "I'm fine, thank you! How can I help you?", "help"),
+                ("How many minutes are in an hour?", "An hour has 60 minutes.", "60"))}
 BAD_ARGUMENTS = ({"location": "{city}"}, {"town": "{city}"}, {"city_name": "{city}"}, {"place": "{city}"})
 
 
