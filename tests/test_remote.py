@@ -738,8 +738,7 @@ def test_on_a_space_a_visitors_server_url_sends_zero_requests(app_url, stub):
     client = Client(app_url, verbose=False)
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     timings, stop, nexting = [], threading.Event(), threading.Event()
-    # The first /config builds and caches the page's config (1.2 s once in CI); warm it, so the
-    # timings below measure a cheap request beside the hostile Next, not that one-time build.
+    # One warm /config first, so that no one-time cost of the route is timed below.
     urllib.request.urlopen(app_url + "config", timeout=30).read()
 
     def cheap():  # another visitor's cheap request, while the hostile Next runs

@@ -14,8 +14,8 @@ What it knows: how many runs of each task kind to make, and the split, fixed bef
                before any of its results were read;
   held-out-6 — a sixth (task_bank.HELD_OUT_6_Q), written after the tenth set shipped; an eleventh
                data set was trained after it and did not ship (docs/DESIGN-NOTES.md);
-  held-out-7 — a seventh (task_bank.HELD_OUT_7_Q), written while the twelfth data set's adapters
-               trained and before any of their results were read;
+  held-out-7 — a seventh (task_bank.HELD_OUT_7_Q), written while a twelfth data set's adapter
+               trained and before any of its results were read; the twelfth did not ship;
   held-out   — phrasings, cities, books and unknown cities never trained, in every composition
                (the average of two temperatures and a temperature in Fahrenheit were held out as
                operations until the fourth data set; they are now trained on phrasings of their own).
