@@ -263,6 +263,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="let visitors type any server URL even on a Space or a public address (public "
         "addresses only; default: $REACT_LAB_ALLOW_ANY_REMOTE, else off)",
     )
+    parser.add_argument(
+        "--model-process", choices=("on", "off"),
+        default="on" if os.environ.get("REACT_LAB_MODEL_PROCESS", "off").lower() in ("on", "1", "true") else "off",
+        help="run the model's forward passes in a child process, so the page's Python and the model's "
+        "do not share one interpreter lock (agent/llm/process.py; default: $REACT_LAB_MODEL_PROCESS, else off)",
+    )
     parser.add_argument("--no-code-tool", action="store_true",
                         help="switch the run_python code tool off (the same as REACT_LAB_CODE_TOOL=off)")
     return parser.parse_args(argv)
@@ -464,7 +470,12 @@ def main(argv: list[str] | None = None) -> int:
 
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
-        lm = load_model(args.model, dtype=args.dtype, log=log)
+        if args.model_process == "on":
+            from agent.llm.process import start_model_process
+
+            lm = start_model_process(args.model, dtype=args.dtype, log=log)
+        else:
+            lm = load_model(args.model, dtype=args.dtype, log=log)
         draft_lm = load_model(args.draft_model, dtype=args.dtype, log=log) if args.draft_model else None
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -42,7 +42,7 @@ def _doctest_names(request, doctest_namespace):
         doctest_namespace["lm"] = request.getfixturevalue("lm")
 
 
-MODEL_FIXTURES = {"lm", "tok", "app_demo", "app_url", "client", "warm"}
+MODEL_FIXTURES = {"lm", "tok", "app_demo", "app_url", "client", "warm", "proc_lm"}
 BROWSER_FIXTURES = {"browser", "page"}
 
 

@@ -210,12 +210,54 @@ def status_kib(pid: int, key: str) -> int:
     return 0
 
 
+def process_tree(pid: int) -> list[int]:
+    """pid and all its descendants, found through /proc/*/stat parent ids."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo += parents.get(p, [])
+    return tree
+
+
+def model_process(pid: int) -> int | None:
+    """The pid of the app's model process (app.py --model-process on), else None."""
+    for p in process_tree(pid)[1:]:
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if b"agent.llm.process" in f.read():
+                    return p
+        except OSError:
+            continue
+    return None
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (/proc/PID/stat, all its threads);
-    0.0 if it is gone. The difference of two readings is its CPU over that interval."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    """User + system CPU seconds the server has used so far: the process and its live descendants
+    (the model's process with --model-process on, the code tool's), all their threads, plus the
+    children it has reaped (/proc/PID/stat); 0.0 if it is gone. The difference of two readings is
+    its CPU over that interval."""
+    total = 0.0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if p == pid else 0)
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def tree_kib(pid: int, key: str) -> int:
+    """status_kib summed over the process and its descendants (VmHWM: the sum of each one's peak)."""
+    return sum(status_kib(p, key) for p in process_tree(pid))

@@ -35,8 +35,8 @@ from bench._common import (  # noqa: E402
     p95,
     print_table,
     start_app,
-    status_kib,
     stop_app,
+    tree_kib,
 )
 
 SLIDERS = (1.0, 0, 1.0, 0.0, 20, "Linear")
@@ -91,7 +91,7 @@ def greedy_part(ns: list[int]) -> None:
             p95s = sorted(p95(x) for x in lat)
             rows.append([n, f"{rate:.1f}", f"{rate / base:.2f}×", ms(median(p50s)), ms(p50s[-1]),
                          ms(p95s[-1]), errors])
-        hwm = status_kib(proc.pid, "VmHWM")
+        hwm = tree_kib(proc.pid, "VmHWM")
     finally:
         stop_app(proc)
     print_table(f"Students pressing Greedy at once through the API ({GREEDY_STEPS} steps each)",

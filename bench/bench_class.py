@@ -60,12 +60,13 @@ from _common import (  # noqa: E402
     free_port,
     header,
     median,
+    model_process,
     ms,
     p95,
     print_table,
     start_app,
-    status_kib,
     stop_app,
+    tree_kib,
 )
 
 REQUEST_TIMEOUT_S = 120
@@ -257,6 +258,8 @@ def phase(page: Page, pid: int, students: int, react: int | None = None, spec: i
     run = {"sampling": sampling_student, "react": react_student, "spec": spec_student}
     threads = [threading.Thread(target=run[k], args=(page, i, t, deadline), daemon=True)
                for i, (k, t) in enumerate(zip(kinds, tallies, strict=True))]
+    child = model_process(pid)
+    child0 = cpu_seconds(child) if child else 0.0
     cpu0, own0, t0 = cpu_seconds(pid), resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     for t in threads:
         t.start()
@@ -265,9 +268,9 @@ def phase(page: Page, pid: int, students: int, react: int | None = None, spec: i
         t.join(timeout=max(1.0, deadline + REQUEST_TIMEOUT_S - time.monotonic()))
     own1 = resource.getrusage(resource.RUSAGE_SELF)
     return {"students": students, "tallies": tallies, "wall": time.monotonic() - t0,
-            "server_cpu": cpu_seconds(pid) - cpu0,
+            "server_cpu": cpu_seconds(pid) - cpu0, "model_cpu": cpu_seconds(child) - child0 if child else None,
             "generator_cpu": (own1.ru_utime + own1.ru_stime) - (own0.ru_utime + own0.ru_stime),
-            "hwm_kib": status_kib(pid, "VmHWM"), "unfinished": sum(t.is_alive() for t in threads)}
+            "hwm_kib": tree_kib(pid, "VmHWM"), "unfinished": sum(t.is_alive() for t in threads)}
 
 
 def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24, spy: Path | None = None) -> dict:
@@ -544,7 +547,8 @@ def report(result: dict) -> None:
     print(f"actions {actions}, errors {len(errors)}, leaks {len(leaks)}, unfinished students {result['unfinished']}, "
           f"wall {result['wall']:.0f} s")
     per_action = result["server_cpu"] / max(1, actions) * 1000
-    print(f"server CPU {result['server_cpu']:.1f} s ({per_action:.0f} ms per action), "
+    of_which = "" if result.get("model_cpu") is None else f", of which the model's process {result['model_cpu']:.1f} s"
+    print(f"server CPU {result['server_cpu']:.1f} s ({per_action:.0f} ms per action{of_which}), "
           f"peak memory {result['hwm_kib'] / 1024:.0f} MiB; load generator CPU {result['generator_cpu']:.1f} s")
     for e in (errors + leaks)[:8]:
         print("  ", e)

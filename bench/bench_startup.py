@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import header, median, p95, print_table, secs, status_kib  # noqa: E402
+from _common import header, median, p95, print_table, process_tree, secs, status_kib  # noqa: E402
 
 READY_TIMEOUT_S = 180
 GOAL_WARM_S = 10
@@ -79,26 +79,6 @@ def app_env(cache: Path) -> dict[str, str]:
     env = dict(os.environ, REACT_LAB_CACHE=str(cache), GRADIO_ANALYTICS_ENABLED="False")
     env.pop("REACT_LAB_MODEL", None)  # the bundled model, as a first-time user gets it
     return env
-
-
-def process_tree(pid: int) -> list[int]:
-    """pid and all its descendants, found through /proc/*/stat parent ids."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        parents.setdefault(ppid, []).append(int(entry))
-    tree, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        tree.append(p)
-        todo += parents.get(p, [])
-    return tree
 
 
 def memory(pid: int) -> tuple[int, int, int]:

@@ -459,60 +459,39 @@ class _KVStore:
                 del self.tokens[key[0]]
 
 
-class LanguageModel:
-    """A loaded causal LM with its tokenizer and a prefix KV cache. Safe to share across sessions.
+class LanguageModelBase:
+    """What every caller of a model uses besides its forward passes: the tokenizer's side (encode,
+    decode, the tokens' names, the chat template), the weights choices, sessions and Stop.
+    LanguageModel below computes the passes in this process; agent.llm.process.ModelProcess has a
+    child process compute them, so that the page's Python and the model's never wait on one
+    interpreter lock."""
 
-    >>> lm = load_model(log=lambda _: None)
-    >>> p = softmax(lm.next_token_logits(lm.encode("The capital of France is")))
-    >>> lm.token_strings[int(p.argmax())]
-    '␠Paris'
-    """
-
-    def __init__(self, model, tokenizer, source: ModelSource, dtype: str, from_cache: bool):
-        import torch
-
-        self._torch = torch
-        self.model = model.eval()
+    def __init__(self, tokenizer, source: ModelSource, dtype: str, from_cache: bool, *, name: str,
+                 vocab_size: int, context_window: int, n_params: int, num_layers: int,
+                 eos_token_ids=(), tuned: tuple[str, ...] = ()):
         self.tokenizer = tokenizer
         self.source = source
         self.dtype = dtype
         self.from_cache = from_cache
         self.device = "cpu"
-        config = model.config
-        self.name = Path(str(getattr(config, "_name_or_path", "") or source.location)).name
-        if source.kind == "gguf" and source.location.endswith(BUNDLED_FILE):
-            self.name = "SmolLM2-135M-Instruct"
-        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
-        self.context_window = int(getattr(config, "max_position_embeddings", 2048))
-        self.n_params = sum(p.numel() for p in model.parameters())
+        self.name = name
+        self.vocab_size = int(vocab_size)
+        self.context_window = int(context_window)
+        self.n_params = int(n_params)
+        self.num_layers = int(num_layers)
+        self.tuned = tuple(tuned)  # the tuned weights whose adapters are loaded (agent.llm.weights)
         self.chat_template = tokenizer.chat_template
         self.token_strings, self.special_ids, self.ambiguous_ids = token_display_strings(
             tokenizer, self.vocab_size
         )
-        self.eos_token_ids = self._eos_ids()
-        self._forward_lock = threading.Lock()  # one forward pass at a time (the batcher's worker)
-        self.threads = forward_threads()  # intra-op threads of a pass
-        self._store_lock = threading.Lock()
-        self._share_lock = threading.Lock()  # one shared prefix computed at a time (share_prefix)
-        config_text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        heads = getattr(config_text, "num_key_value_heads", None) or config_text.num_attention_heads
-        head_dim = getattr(config_text, "head_dim", None) or config_text.hidden_size // config_text.num_attention_heads
-        self.kv_bytes_per_token = 2 * config_text.num_hidden_layers * heads * head_dim * model.dtype.itemsize
-        total = max(KV_CACHE_BYTES // self.kv_bytes_per_token, self.context_window)
-        self._store = _KVStore(total, SESSION_KV_TOKENS, PUBLIC_KV_TOKENS)
-        self._hot: _Block | None = None  # the block of the last pass: its rows may continue in place
+        self.eos_token_ids = self._eos_ids(eos_token_ids)
         self._stops: dict[object, set] = {}  # session → cancel events of its running generations
-        self.adapters = None  # agent.llm.weights.Adapters once load_adapters() found some
+        self._stops_lock = threading.Lock()
         self._pieces: dict[int, str] = {}  # piece(): token id → its text decoded alone
-        from agent.llm.batching import Batcher
 
-        self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC))
-
-    def _eos_ids(self) -> frozenset[int]:
+    def _eos_ids(self, configured=()) -> frozenset[int]:
         """Every id that ends a generation: the tokenizer's EOS, the config's, <|im_end|>, <|endoftext|>."""
-        ids = {self.tokenizer.eos_token_id}
-        cfg = self.model.generation_config.eos_token_id if self.model.generation_config else None
-        ids.update(cfg if isinstance(cfg, list) else [cfg])
+        ids = {self.tokenizer.eos_token_id, *configured}
         for marker in (END_OF_TURN, "<|endoftext|>"):
             i = self.tokenizer.convert_tokens_to_ids(marker)
             if isinstance(i, int) and self.tokenizer.convert_ids_to_tokens(i) == marker:
@@ -540,19 +519,7 @@ class LanguageModel:
     @property
     def weights_choices(self) -> tuple[str, ...]:
         """The weights a call may ask for: "base", and the tuned ones whose adapter is loaded."""
-        return (BASE, *(self.adapters.loaded if self.adapters is not None else ()))
-
-    def load_adapters(self, log=print) -> tuple[str, ...]:
-        """Load the shipped LoRA adapters (agent.llm.weights) beside the base weights, for the bundled
-        model only (they were trained on it); the weights choices afterwards."""
-        from agent.llm import weights
-
-        if self.name != weights.BASE_MODEL or not weights.available()[1:]:
-            return self.weights_choices
-        with self._forward_lock:
-            self.adapters = weights.load_adapters(self)
-        log(f"Local weights: {', '.join(self.weights_choices)}")
-        return self.weights_choices
+        return (BASE, *self.tuned)
 
     def checked_weights(self, weights: str) -> str:
         """The weights name if this model has it; ValueError naming the choices otherwise."""
@@ -581,6 +548,95 @@ class LanguageModel:
         return self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=add_generation_prompt
         )
+
+    def stop(self, session=None) -> int:
+        """Stop every running generation of ``session`` (None: the running event's) at its next
+        step; how many were stopped. The page's Stop button calls this (see docs/DESIGN-NOTES.md)."""
+        session = current_session() if session is None else session
+        events = list(self._stops.get(session, ()))
+        for e in events:
+            e.set()
+        return len(events)
+
+    @contextmanager
+    def track(self, session, event):
+        """Register a running generation's cancel event under its session (for ``stop``)."""
+        with self._stops_lock:
+            self._stops.setdefault(session, set()).add(event)
+        try:
+            yield event
+        finally:
+            with self._stops_lock:
+                events = self._stops.get(session, set())
+                events.discard(event)
+                if not events:
+                    self._stops.pop(session, None)
+
+    def _checked(self, token_ids: Sequence[int]) -> tuple[int, ...]:
+        return checked_token_ids(token_ids, self.context_window, self.vocab_size)
+
+    @staticmethod
+    def _session(session):
+        """The cache owner of a call: the given one, else the running Gradio event's, else ANONYMOUS."""
+        if session is None:
+            session = current_session()
+        return ANONYMOUS if session is None else session
+
+
+class LanguageModel(LanguageModelBase):
+    """A loaded causal LM with its tokenizer and a prefix KV cache. Safe to share across sessions.
+
+    >>> lm = load_model(log=lambda _: None)
+    >>> p = softmax(lm.next_token_logits(lm.encode("The capital of France is")))
+    >>> lm.token_strings[int(p.argmax())]
+    '␠Paris'
+    """
+
+    def __init__(self, model, tokenizer, source: ModelSource, dtype: str, from_cache: bool):
+        import torch
+
+        self._torch = torch
+        self.model = model.eval()
+        config = model.config
+        name = Path(str(getattr(config, "_name_or_path", "") or source.location)).name
+        if source.kind == "gguf" and source.location.endswith(BUNDLED_FILE):
+            name = "SmolLM2-135M-Instruct"
+        configured = model.generation_config.eos_token_id if model.generation_config else None
+        super().__init__(
+            tokenizer, source, dtype, from_cache, name=name,
+            vocab_size=int(model.get_output_embeddings().weight.shape[0]),
+            context_window=int(getattr(config, "max_position_embeddings", 2048)),
+            n_params=sum(p.numel() for p in model.parameters()), num_layers=len(model.model.layers),
+            eos_token_ids=configured if isinstance(configured, list) else [configured],
+        )
+        self._forward_lock = threading.Lock()  # one forward pass at a time (the batcher's worker)
+        self.threads = forward_threads()  # intra-op threads of a pass
+        self._store_lock = threading.Lock()
+        self._share_lock = threading.Lock()  # one shared prefix computed at a time (share_prefix)
+        config_text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        heads = getattr(config_text, "num_key_value_heads", None) or config_text.num_attention_heads
+        head_dim = getattr(config_text, "head_dim", None) or config_text.hidden_size // config_text.num_attention_heads
+        self.kv_bytes_per_token = 2 * config_text.num_hidden_layers * heads * head_dim * model.dtype.itemsize
+        total = max(KV_CACHE_BYTES // self.kv_bytes_per_token, self.context_window)
+        self._store = _KVStore(total, SESSION_KV_TOKENS, PUBLIC_KV_TOKENS)
+        self._hot: _Block | None = None  # the block of the last pass: its rows may continue in place
+        self.adapters = None  # agent.llm.weights.Adapters once load_adapters() found some
+        from agent.llm.batching import Batcher
+
+        self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC))
+
+    def load_adapters(self, log=print) -> tuple[str, ...]:
+        """Load the shipped LoRA adapters (agent.llm.weights) beside the base weights, for the bundled
+        model only (they were trained on it); the weights choices afterwards."""
+        from agent.llm import weights
+
+        if self.name != weights.BASE_MODEL or not weights.available()[1:]:
+            return self.weights_choices
+        with self._forward_lock:
+            self.adapters = weights.load_adapters(self)
+            self.tuned = tuple(self.adapters.loaded)
+        log(f"Local weights: {', '.join(self.weights_choices)}")
+        return self.weights_choices
 
     def next_token_logits(self, token_ids: Sequence[int], session=None, cancel=None,
                           weights: str = BASE) -> np.ndarray:
@@ -613,32 +669,6 @@ class LanguageModel:
         """Drop a session's cached prefixes (a private generation ended, a session expired)."""
         with self._store_lock:
             self._store.forget(session)
-
-    def stop(self, session=None) -> int:
-        """Stop every running generation of ``session`` (None: the running event's) at its next
-        step; how many were stopped. The page's Stop button calls this (see docs/DESIGN-NOTES.md)."""
-        session = current_session() if session is None else session
-        events = list(self._stops.get(session, ()))
-        for e in events:
-            e.set()
-        return len(events)
-
-    @contextmanager
-    def track(self, session, event):
-        """Register a running generation's cancel event under its session (for ``stop``)."""
-        with self._store_lock:
-            self._stops.setdefault(session, set()).add(event)
-        try:
-            yield event
-        finally:
-            with self._store_lock:
-                events = self._stops.get(session, set())
-                events.discard(event)
-                if not events:
-                    self._stops.pop(session, None)
-
-    def _checked(self, token_ids: Sequence[int]) -> tuple[int, ...]:
-        return checked_token_ids(token_ids, self.context_window, self.vocab_size)
 
     # --- the batcher's engine: called from its worker thread only ------------------------------
 
@@ -818,22 +848,11 @@ class LanguageModel:
                 if r.base.block is not self._hot:
                     r.base.compact()
 
-    @staticmethod
-    def _session(session):
-        """The cache owner of a call: the given one, else the running Gradio event's, else ANONYMOUS."""
-        if session is None:
-            session = current_session()
-        return ANONYMOUS if session is None else session
-
     # --- speculative decoding (agent/llm/speculative.py): a one-pass verify, an early-exit draft -----
     # Both are requests to the batcher (agent/llm/batching.py), on the same session-keyed prefix
     # cache: a verify is a prefill row that keeps its last n positions' logits, a draft a row of
     # the step's early-exit pass. Two students' runs share passes with each other and with every
     # other session's decode, instead of each pass holding the model alone.
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.model.model.layers)
 
     def tail_logits(self, token_ids: Sequence[int], n: int, session=None) -> np.ndarray:
         """(n, V) logits after each of the last n positions of token_ids, from ONE forward pass on
