@@ -1,10 +1,12 @@
 """The model in a process of its own: the page's Python and the model's never share one interpreter lock.
 
-Why: with a lecture hall on two cores the server used 1.1 of them. Gradio's event loop, every
-session's handler and the batcher's worker (the Python around each forward pass) all waited on one
-interpreter lock, so the second core sat idle (docs/DESIGN-NOTES.md, "The model in a process of its
-own"). Here the child process holds the LanguageModel — its weights, adapters, KV cache and
-batcher — and the app's process keeps only the tokenizer's side (agent.llm.model.LanguageModelBase).
+Why: at 60 students the server used 1.0–1.1 of its two cores, and Gradio's event loop, every
+session's handler and the batcher's worker (the Python around each forward pass) shared one
+interpreter lock. Here the child process holds the LanguageModel — its weights, adapters, KV cache
+and batcher — and the app's process keeps only the tokenizer's side
+(agent.llm.model.LanguageModelBase). Measured, it showed that the model's one thread, not the lock,
+is the hall's main bound, and it made simultaneous ReAct replies slower, so `app.py` starts it
+only with ``--model-process on`` (docs/DESIGN-NOTES.md, "The model in a process of its own").
 
     lm = start_model_process(model=None, dtype="float32")   # the child loads what load_model loads
     lm.next_token_logits(ids, session=…, cancel=…, weights=…)  # the same calls as LanguageModel's
