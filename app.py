@@ -265,9 +265,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--model-process", choices=("on", "off"),
-        default="on" if os.environ.get("REACT_LAB_MODEL_PROCESS", "off").lower() in ("on", "1", "true") else "off",
-        help="run the model's forward passes in a child process, so the page's Python and the model's "
-        "do not share one interpreter lock (agent/llm/process.py; default: $REACT_LAB_MODEL_PROCESS, else off)",
+        default="off" if os.environ.get("REACT_LAB_MODEL_PROCESS", "on").lower() in ("off", "0", "false") else "on",
+        help="run the model's forward passes in a child process on two threads, so the page's Python and "
+        "the model's share neither a core nor an interpreter lock (agent/llm/process.py; "
+        "default: $REACT_LAB_MODEL_PROCESS, else on)",
     )
     parser.add_argument("--no-code-tool", action="store_true",
                         help="switch the run_python code tool off (the same as REACT_LAB_CODE_TOOL=off)")

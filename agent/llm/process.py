@@ -5,8 +5,9 @@ session's handler and the batcher's worker (the Python around each forward pass)
 interpreter lock. Here the child process holds the LanguageModel — its weights, adapters, KV cache
 and batcher — and the app's process keeps only the tokenizer's side
 (agent.llm.model.LanguageModelBase). Measured, it showed that the model's one thread, not the lock,
-is the hall's main bound, and it made simultaneous ReAct replies slower, so `app.py` starts it
-only with ``--model-process on`` (docs/DESIGN-NOTES.md, "The model in a process of its own").
+is the hall's main bound; with its passes on two spinning threads (CHILD_THREADS), which the page
+no longer pays for, the hall and the replies got faster, so `app.py` starts it by default
+(``--model-process off``: one process; docs/DESIGN-NOTES.md, "The model in a process of its own").
 
     lm = start_model_process(model=None, dtype="float32")   # the child loads what load_model loads
     lm.next_token_logits(ids, session=…, cancel=…, weights=…)  # the same calls as LanguageModel's
@@ -48,6 +49,21 @@ CANCELLABLE = frozenset({"next_token_logits"})  # the calls that take cancel=
 CALL_THREADS = 128  # calls the child runs at once (each waits in the batcher; more wait in its queue)
 POLL_S = 0.05  # how often a waiting caller looks at its cancel()
 START_TIMEOUT_S = 600.0  # the first start dequantizes the bundled GGUF (≈35 s on 2 cores)
+# The child's passes on two threads that spin briefly between operators (≈0.1 ms) instead of
+# sleeping: alone in its process the model may take the second core, which the page's process
+# barely needs (0.17–0.19 of a core at 60 students). Measured against one thread (docs/BENCHMARKS.md,
+# 2026-12-06): 60 students' p95 1,861 against 3,372 ms, 8 replies 30.5 against 15–19 tokens/s.
+# An operator who sets OMP_NUM_THREADS chooses for the child too.
+CHILD_THREADS = {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "10000"}
+
+
+def child_environment(env=os.environ) -> dict[str, str]:
+    """The child's environment: the app's, with CHILD_THREADS unless the operator set OMP_NUM_THREADS.
+
+    >>> child_environment({})["OMP_WAIT_POLICY"], child_environment({"OMP_NUM_THREADS": "1"})
+    ('ACTIVE', {'OMP_NUM_THREADS': '1'})
+    """
+    return dict(env) if "OMP_NUM_THREADS" in env else {**env, **CHILD_THREADS}
 
 
 class ModelProcessError(RuntimeError):
@@ -161,7 +177,8 @@ class ModelProcess(LanguageModelBase):
         """Start the child, wait for its hello (what LanguageModelBase needs), start the reader."""
         ours, theirs = socket.socketpair()
         try:
-            child = subprocess.Popen([*self._args, "--fd", str(theirs.fileno())], pass_fds=(theirs.fileno(),))
+            child = subprocess.Popen([*self._args, "--fd", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                                     env=child_environment())
         finally:
             theirs.close()
         conn = Connection(os.dup(ours.fileno()))  # `ours` stays, for close()'s shutdown
