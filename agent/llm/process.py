@@ -36,6 +36,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import numpy as np
 
@@ -55,15 +56,21 @@ START_TIMEOUT_S = 600.0  # the first start dequantizes the bundled GGUF (≈35 s
 # 2026-12-06): 60 students' p95 1,861 against 3,372 ms, 8 replies 30.5 against 15–19 tokens/s.
 # An operator who sets OMP_NUM_THREADS chooses for the child too.
 CHILD_THREADS = {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "10000"}
+ROOT = Path(__file__).resolve().parents[2]  # the repository's root: `-m agent.llm.process` from any folder
 
 
 def child_environment(env=os.environ) -> dict[str, str]:
-    """The child's environment: the app's, with CHILD_THREADS unless the operator set OMP_NUM_THREADS.
+    """The child's environment: the app's, with CHILD_THREADS unless the operator set OMP_NUM_THREADS,
+    and the repository's root first on PYTHONPATH (the app may be started from any folder).
 
-    >>> child_environment({})["OMP_WAIT_POLICY"], child_environment({"OMP_NUM_THREADS": "1"})
-    ('ACTIVE', {'OMP_NUM_THREADS': '1'})
+    >>> child_environment({})["OMP_WAIT_POLICY"], child_environment({"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"]
+    ('ACTIVE', '1')
+    >>> child_environment({"PYTHONPATH": "/x"})["PYTHONPATH"] == f"{ROOT}{os.pathsep}/x"
+    True
     """
-    return dict(env) if "OMP_NUM_THREADS" in env else {**env, **CHILD_THREADS}
+    out = dict(env) if "OMP_NUM_THREADS" in env else {**env, **CHILD_THREADS}
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return out
 
 
 class ModelProcessError(RuntimeError):
@@ -301,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
                         adapters=not args.no_adapters)
     except ModelLoadError as exc:
         conn.send((False, str(exc)))
+        return 2
+    except Exception as exc:  # the parent prints one line, as load_model's own errors
+        conn.send((False, f"Could not load the model: {type(exc).__name__}: {exc}"))
         return 2
     conn.send((True, {"tokenizer": lm.tokenizer, "source": lm.source, "dtype": lm.dtype,
                       "from_cache": lm.from_cache, "name": lm.name, "vocab_size": lm.vocab_size,
