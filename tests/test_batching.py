@@ -41,7 +41,8 @@ def run_rows(lm, rows):
 
 
 def test_a_batch_of_mixed_past_and_new_lengths_equals_full_forward(lm):
-    """Left-padded pasts (0, 3, 2, 11 cached tokens) and right-padded new tokens (all, 2, 1, 5)."""
+    """Pasts of 0, 3, 2 and 11 cached tokens (each row attends to its own) and right-padded new
+    tokens (all, 2, 1, 5)."""
     # "⁂ " first: no prefix every session shares (the app's built-in examples) starts like these
     def enc(text):
         return lm.encode("⁂ " + text)
@@ -57,11 +58,13 @@ def test_a_batch_of_mixed_past_and_new_lengths_equals_full_forward(lm):
 
 
 def test_the_running_batch_continues_in_place_and_stays_exact(lm):
-    """Three sequences decode together for 6 steps: after the first step the block is reused
-    without copying, and every step's logits equal a fresh forward pass."""
+    """Three sequences decode together for 6 steps: each step writes its keys and values into the
+    room after each row's own (agent/llm/kv.py: nothing copied, the rows' buffers stay the same),
+    and every step's logits equal a fresh forward pass."""
     seqs = {f"inplace-{i}": lm.encode(t) for i, t in enumerate(TEXTS[:3])}
     for s, x in seqs.items():
         lm.next_token_logits(x, session=s)
+    buffers = None
     for _ in range(6):
         reqs = []
         for s, x in seqs.items():
@@ -72,7 +75,9 @@ def test_the_running_batch_continues_in_place_and_stays_exact(lm):
         lm._forward_rows(reqs)
         for r, _ in reqs:
             assert np.abs(r.logits - lm.full_forward_logits(r.ids)).max() < 1e-4
-    assert lm._hot is not None and lm._hot.rows == 3
+        now = [r.base.block.keys[-1].untyped_storage().data_ptr() for r, _ in reqs]
+        assert buffers is None or now == buffers
+        buffers = now
 
 
 def solo_and_together(lm, jobs):

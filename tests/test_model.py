@@ -93,9 +93,9 @@ def test_forward_threads_is_one_unless_the_operator_sets_omp_num_threads(monkeyp
 
 
 def test_two_passes_that_extend_one_block_never_write_the_same_positions(lm):
-    """A pass appends into room after its block (agent/llm/kv.py). Two requests of one session
+    """A pass appends into room after a row's block (agent/llm/kv.py). Two requests of one session
     prepared on the same cached prefix, as queued requests are: a verify (3 new tokens) extends the
-    hot block in place and does not become hot, so the decode after it finds the same block; it
+    block in place, so the decode after it, prepared on the same entry, finds the same block; it
     must copy, or it would write over the verify's positions. Both continuations stay exact."""
     from agent.llm.batching import Request
 
@@ -107,7 +107,7 @@ def test_two_passes_that_extend_one_block_never_write_the_same_positions(lm):
     verify = Request(session, (*ids, a, b, c, d, e), tail=3)
     decode = Request(session, (*ids, a, b, x))
     assert lm._prepare(verify) is None and lm._prepare(decode) is None
-    assert verify.base is decode.base and verify.base.block is lm._hot
+    assert verify.base is decode.base and verify.base.block.length == len(verify.base.ids)
     lm._forward_rows([(verify, 3)])
     lm._forward_rows([(decode, 1)])
     for seq in ((*ids, a, b, c, d, e, x), (*ids, a, b, x, c)):

@@ -316,48 +316,28 @@ def server_token_names(tokenizer, vocab_size: int) -> list[str]:
 
 @dataclass(eq=False)
 class _Block:
-    """The KV of one forward pass: per layer keys and values, each (rows, kv_heads, length, head_dim).
-
-    Row i holds its sequence left-padded: positions [start_i, start_i + len_i) are real. Several
-    cache entries share one block while it is the running batch; a later step copies each entry
-    that stays behind into a block of its own (``_Prefix.compact``), so a block is never kept
-    alive by one small row.
-    """
+    """The KV of one cached sequence: per layer keys and values, each (1, kv_heads, length, head_dim),
+    views of buffers with room after them (agent/llm/kv.py). Entries for a sequence's prefixes may
+    view the same buffers (a decode step extends a sequence in place)."""
 
     keys: list
     values: list
-    rows: int
     length: int
     extended: bool = False  # a pass has written positions after `length` in these tensors' room
 
 
 @dataclass(eq=False)
 class _Prefix:
-    """KV cache of one token sequence: a row of a block, and the logits after its last id."""
+    """KV cache of one token sequence (the first len(ids) positions of a block), and the logits
+    after its last id."""
 
     ids: tuple[int, ...]
     logits: np.ndarray  # (V,) after the last id
     block: _Block
-    row: int = 0
-    start: int = 0  # first real position in the block's row
 
     def kv(self, layer: int, n: int):
         """Views (1, kv_heads, n, head_dim) of the first n positions' keys and values."""
-        b, i, s = self.block, self.row, self.start
-        return b.keys[layer][i:i + 1, :, s:s + n], b.values[layer][i:i + 1, :, s:s + n]
-
-    @property
-    def ends_block(self) -> bool:
-        return self.start + len(self.ids) == self.block.length
-
-    def compact(self) -> None:
-        """Copy this row out of a shared block into one of its own (rows = 1, no padding)."""
-        if self.block.rows == 1 and self.start == 0 and self.ends_block:
-            return
-        n = len(self.ids)
-        pairs = [self.kv(layer, n) for layer in range(len(self.block.keys))]
-        self.block = _Block([k.clone() for k, _ in pairs], [v.clone() for _, v in pairs], 1, n)
-        self.row, self.start = 0, 0
+        return self.block.keys[layer][:, :, :n], self.block.values[layer][:, :, :n]
 
 
 _private = itertools.count()  # private cache owners (plain_decode_seconds)
@@ -595,8 +575,11 @@ class LanguageModel(LanguageModelBase):
     def __init__(self, model, tokenizer, source: ModelSource, dtype: str, from_cache: bool):
         import torch
 
+        from agent.llm import kv  # registers the attention of a batched pass (each row on its own KV)
+
         self._torch = torch
         self.model = model.eval()
+        model.config._attn_implementation = kv.ATTENTION  # SDPA's, but in a pass over a RaggedKV
         config = model.config
         name = Path(str(getattr(config, "_name_or_path", "") or source.location)).name
         if source.kind == "gguf" and source.location.endswith(BUNDLED_FILE):
@@ -619,7 +602,6 @@ class LanguageModel(LanguageModelBase):
         self.kv_bytes_per_token = 2 * config_text.num_hidden_layers * heads * head_dim * model.dtype.itemsize
         total = max(KV_CACHE_BYTES // self.kv_bytes_per_token, self.context_window)
         self._store = _KVStore(total, SESSION_KV_TOKENS, PUBLIC_KV_TOKENS)
-        self._hot: _Block | None = None  # the block of the last pass: its rows may continue in place
         self.adapters = None  # agent.llm.weights.Adapters once load_adapters() found some
         from agent.llm.batching import Batcher
 
@@ -690,49 +672,57 @@ class LanguageModel(LanguageModelBase):
 
     def _forward_rows(self, rows: list) -> None:
         """One batched forward pass: row (req, n) runs ids[pos:pos + n] on top of its cached pos
-        tokens. Past KV left-padded, new tokens right-padded, an attention mask over both and
-        explicit position ids, so each row computes what it would alone."""
-        if rows[0][0].layers is not None:  # the batcher keeps one L per pass
-            return self._draft_rows(rows, rows[0][0].layers)
-        torch = self._torch
-        rows = self._in_block_order(rows)
-        ids, mask, positions, P, L = self._padded(rows)
+        tokens. The new tokens are right-padded into one input, with explicit position ids; each
+        row attends to its own cached keys and values (agent/llm/kv.py), so it computes what it
+        would alone. An early-exit draft's rows (req.layers, one count per pass) run the first
+        `layers` decoder layers, the final norm and the tied head, and store nothing (an entry
+        holds every layer; those layers' KV equal the full model's)."""
+        torch, layers = self._torch, rows[0][0].layers
+        ids, positions = self._padded(rows)
+        kv = self._ragged([r for r, _ in rows], [n for _, n in rows], layers)
         # The positions whose logits are read: each row's last; a verify's last `tail` in this chunk.
-        picks = [self._picked(r, n) for r, n in rows]
+        picks = [[n - 1] if layers else self._picked(r, n) for r, n in rows]
         at_row = torch.tensor([i for i, js in enumerate(picks) for _ in js])
         at_col = torch.tensor([j for js in picks for j in js])
         with self._pass([weights_of(r.session) for r, _ in rows]):
-            cache = self._batch_cache([r for r, _ in rows], P)
-            out = self.model.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                   cache=cache, use_cache=True)
-            flat = self.model.lm_head(out.last_hidden_state[at_row, at_col]).float().numpy()
+            hidden = self._hidden(ids, positions, kv, layers)
+            flat = self.model.lm_head(hidden[at_row, at_col]).float().numpy()
+        if layers is not None:
+            for i, (r, n) in enumerate(rows):
+                r.pos += n
+                r.logits = flat[i].copy()
+            return
         ends = np.cumsum([len(js) for js in picks])
         logits = flat[ends - 1]  # each row's last position: its cache entry's logits
         for (r, _), js, end in zip(rows, picks, ends, strict=True):
             if r.tail > 1:
                 first = len(r.ids) - r.tail - r.pos  # chunk index of the first wanted position
                 r.tail_logits.extend(flat[end - len(js) + k] for k, j in enumerate(js) if j >= first)
-        layers = out.cache.layers
-        block = _Block([la.keys for la in layers], [la.values for la in layers], len(rows), P + L)
-        self._store_rows(rows, block, P, logits)
+        self._store_rows(rows, kv, logits)
         for r, _ in rows:
             if r.tail > 1 and r.logits is not None:
                 r.logits = np.stack(r.tail_logits)
 
+    def _hidden(self, ids, positions, kv, layers: int | None):
+        """The final norm's output at every input position, after the first `layers` decoder
+        layers (None: all), each row attending to its own KV."""
+        inner = self.model.model
+        h = inner.embed_tokens(ids)
+        rope = inner.rotary_emb(h, position_ids=positions)
+        for layer in inner.layers[:layers]:
+            h = layer(h, attention_mask=None, position_embeddings=rope, position_ids=positions, cache=kv,
+                      use_cache=True, ragged=kv)
+        return inner.norm(h)
+
     def _padded(self, rows: list):
-        """(input ids, attention mask, position ids, P, L) of rows: past KV left-padded to P
-        positions, new tokens right-padded to L."""
+        """(input ids, position ids) of rows: new tokens right-padded to the longest."""
         torch = self._torch
-        past = [r.pos for r, _ in rows]
         new = [r.ids[r.pos:r.pos + n] for r, n in rows]
-        P, L, B = max(past), max(len(x) for x in new), len(rows)
-        mask = torch.zeros(B, P + L, dtype=torch.long)
-        ids = torch.zeros(B, L, dtype=torch.long)
-        for i, (p, x) in enumerate(zip(past, new, strict=True)):
-            mask[i, P - p:P + len(x)] = 1
+        ids = torch.zeros(len(rows), max(len(x) for x in new), dtype=torch.long)
+        for i, x in enumerate(new):
             ids[i, :len(x)] = torch.tensor(x)
-        positions = torch.tensor(past).unsqueeze(1) + torch.arange(L).unsqueeze(0)
-        return ids, mask, positions, P, L
+        positions = torch.tensor([r.pos for r, _ in rows]).unsqueeze(1) + torch.arange(ids.shape[1]).unsqueeze(0)
+        return ids, positions
 
     @staticmethod
     def _picked(r, n: int) -> list[int]:
@@ -741,28 +731,22 @@ class LanguageModel(LanguageModelBase):
             return [n - 1]
         return list(range(max(0, len(r.ids) - r.tail - r.pos), n)) or [n - 1]
 
-    def _draft_rows(self, rows: list, layers: int) -> None:
-        """An early-exit draft pass: every row's uncached tokens through the first `layers` decoder
-        layers (on the rows' cached KV, which for those layers equals the full model's), the final
-        norm and the tied head at each row's last position. Stores nothing (an entry holds every layer)."""
-        from transformers.masking_utils import create_causal_mask
+    def _ragged(self, reqs: list, new: list[int], layers: int | None):
+        """The rows' KV for one pass (agent.llm.kv.RaggedKV): each row's cached pos positions, in
+        place. A row may append in its cached block's room only if it continues the whole block and
+        no pass has done so before (two branches of one sequence must not write the same
+        positions); a draft (layers) never writes there: it stores nothing."""
+        from agent.llm.kv import RaggedKV
 
-        torch, inner = self._torch, self.model.model
-        ids, mask, positions, P, _ = self._padded(rows)
-        last = torch.tensor([n - 1 for _, n in rows])
-        with self._pass([weights_of(r.session) for r, _ in rows]):
-            cache = self._batch_cache([r for r, _ in rows], P, layers, in_place=False)
-            h = inner.embed_tokens(ids)
-            causal = create_causal_mask(config=inner.config, inputs_embeds=h, attention_mask=mask, cache=cache,
-                                        position_ids=positions)
-            rope = inner.rotary_emb(h, position_ids=positions)
-            for layer in inner.layers[:layers]:
-                h = layer(h, attention_mask=causal, position_embeddings=rope, position_ids=positions, cache=cache,
-                          use_cache=True)
-            logits = self.model.lm_head(inner.norm(h[torch.arange(len(rows)), last])).float().numpy()
-        for i, (r, n) in enumerate(rows):
-            r.pos += n
-            r.logits = logits[i].copy()
+        room = []
+        for r in reqs:
+            b = r.base.block if r.base is not None and r.pos else None
+            room.append(layers is None and (b is None or (r.pos == b.length and not b.extended)))
+            if b is not None and room[-1]:
+                b.extended = True
+        past = [[r.base.kv(layer, r.pos) if r.base is not None and r.pos else None for r in reqs]
+                for layer in range(layers or self.num_layers)]
+        return RaggedKV(past, new, room)
 
     @contextmanager
     def _pass(self, weights: list[str]):
@@ -783,70 +767,19 @@ class LanguageModel(LanguageModelBase):
             return nullcontext()
         return self.adapters.rows(weights)
 
-    def _in_block_order(self, rows: list) -> list:
-        """Rows that are exactly the last pass's rows, each one token on, keep the block's order
-        (then the block is reused in place, no copy); otherwise any order."""
-        hot = self._hot
-        if hot is not None and len(rows) == hot.rows and all(
-                r.base is not None and r.base.block is hot and r.pos == len(r.base.ids)
-                and r.base.ends_block for r, _ in rows):
-            return sorted(rows, key=lambda rn: rn[0].base.row)
-        return rows
-
-    def _batch_cache(self, reqs: list, P: int, layers: int | None = None, in_place: bool = True):
-        """A DynamicCache of the rows' cached KV, left-padded to P positions (the first `layers`
-        layers: an early-exit draft's). in_place: the last pass's block is used without a copy
-        when these rows are exactly its rows."""
-        from transformers import DynamicCache
-
-        from agent.llm.kv import AppendLayer, with_room
-
-        if P == 0:
-            return DynamicCache(config=self.model.config) if layers is not None else DynamicCache()
-        n_layers = layers or len(self.model.model.layers)
-        bases, hot = [r.base for r in reqs], self._hot
-        if in_place and all(b is not None and b.block is hot and b.row == i and b.ends_block
-                            and r.pos == len(b.ids) for i, (b, r) in enumerate(zip(bases, reqs, strict=True))) \
-                and hot.rows == len(reqs) and hot.length == P:
-            pairs = list(zip(hot.keys, hot.values, strict=True))  # in place: no copy
-            room = not hot.extended  # only the first pass that extends a block may write after it
-            hot.extended = True
-        else:
-            pairs, room = [], True
-            for layer in range(n_layers):
-                k0 = bases[0] if bases[0] is not None else next(b for b in bases if b is not None)
-                shape = (len(reqs), k0.block.keys[layer].shape[1], P, k0.block.keys[layer].shape[3])
-                k, v = with_room(shape, k0.block.keys[layer].dtype), with_room(shape, k0.block.values[layer].dtype)
-                for i, (b, r) in enumerate(zip(bases, reqs, strict=True)):
-                    if r.pos:
-                        bk, bv = b.kv(layer, r.pos)
-                        k[i, :, P - r.pos:], v[i, :, P - r.pos:] = bk[0], bv[0]
-                pairs.append((k, v))
-        cache = DynamicCache()
-        cache.layers = [AppendLayer(k, v, room) for k, v in pairs]
-        return cache
-
-    def _store_rows(self, rows: list, block: _Block, P: int, logits: np.ndarray) -> None:
-        """Each row's sequence so far becomes a cache entry (a view into the block); rows that are
-        done get their logits; entries left behind in the previous block are copied out."""
-        old = self._hot
+    def _store_rows(self, rows: list, kv, logits: np.ndarray) -> None:
+        """Each row's sequence so far becomes a cache entry (views of the row's buffers); rows that
+        are done get their logits."""
         with self._store_lock:
             for i, (r, n) in enumerate(rows):
                 seq = r.ids[:r.pos + n]
-                entry = _Prefix(seq, logits[i].copy(), block, i, P - r.pos)
+                block = _Block([k[i] for k in kv.keys], [v[i] for v in kv.values], len(seq))
+                entry = _Prefix(seq, logits[i].copy(), block)
                 extends = r.base is not None and r.pos == len(r.base.ids) and r.base.ids == seq[:r.pos]
                 self._store.put(r.session, entry, r.base.ids if extends else None)
                 r.base, r.pos = entry, r.pos + n
                 if r.pos == len(r.ids):
                     r.logits = entry.logits
-            self._hot = block if all(n == 1 for _, n in rows) else self._hot
-            for entry in self._store.entries.values():
-                if entry.block is not self._hot and entry.block.rows > 1 or (
-                        entry.block is old and old is not self._hot):
-                    entry.compact()
-            for r, _ in rows:  # a request mid-prompt keeps its own entry alive: compact it too
-                if r.base.block is not self._hot:
-                    r.base.compact()
 
     # --- speculative decoding (agent/llm/speculative.py): a one-pass verify, an early-exit draft -----
     # Both are requests to the batcher (agent/llm/batching.py), on the same session-keyed prefix
@@ -892,7 +825,7 @@ class LanguageModel(LanguageModelBase):
             base, n = self._store.longest(session, ids)
             if base is not None:  # a view of the prompt's first n positions, nothing copied; its
                 # logits are never read (every call below asks for more than these n tokens)
-                self._store.put(owner, _Prefix(ids[:n], None, base.block, base.row, base.start), None)
+                self._store.put(owner, _Prefix(ids[:n], None, base.block), None)
         feed = [*ids, *continuation]
         ends = range(len(ids), max(len(ids), len(feed) - 1) + 1)
         try:

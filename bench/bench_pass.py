@@ -1,0 +1,88 @@
+"""Benchmark: one batched forward pass of the model layer, for the row mixes a class makes (issue 25).
+
+    OMP_NUM_THREADS=2 OMP_WAIT_POLICY=ACTIVE GOMP_SPINCOUNT=10000 .venv/bin/python bench/bench_pass.py
+
+(the model's process runs its passes on those threads: agent.llm.process.CHILD_THREADS). About
+a minute. Each case calls LanguageModel._forward_rows on requests prepared as the batcher
+prepares them (agent.llm.batching.Request, lm._prepare) and times that call only:
+  - 1 long row: one sequence of 600 tokens, one token on each pass;
+  - 8 long, the same rows: 8 sequences of 600 tokens decoding together, pass after pass;
+  - 8 long + 3 students: the 8, plus 3 of 20 short "Student k: …" sequences, a different 3 on
+    each pass (students press at their own pace);
+  - 6 of the 8 + 3 students: a different 6 and 3 on each pass.
+Every pass must give each row its logits, and each row's greedy token is appended before the
+next pass, so no pass repeats a cached one. Figures only (median of 15 passes), never asserts on a
+timing. To compare with an older checkout, copy this file into it and run it there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+from _common import header, median, ms, print_table  # noqa: E402
+
+from agent.llm.batching import Request  # noqa: E402
+from agent.llm.model import load_model  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--passes", type=int, default=15)
+    p.add_argument("--context", type=int, default=600, help="tokens of each long row")
+    args = p.parse_args()
+    header("One batched pass, for a class's row mixes (bench/bench_pass.py)")
+    lm = load_model(log=lambda _: None, adapters=False)
+    text = lm.encode("The history of the lighthouse keepers on the northern coast. " * 200)[:args.context]
+
+    def start(session: str, ids: list[int]) -> list[int]:
+        ids.append(int(np.argmax(lm.next_token_logits(ids, session=session))))
+        return ids
+
+    long = {f"long-{k}": start(f"long-{k}", [text[0] + k, *text[1:]]) for k in range(8)}
+    students = {f"student-{k}": start(f"student-{k}", lm.encode(f"Student {k}: The capital of country {k} is"))
+                for k in range(20)}
+    rng = random.Random(0)
+
+    def one_pass(rows: list[tuple[str, list[int]]]) -> float:
+        reqs = []
+        for session, ids in rows:
+            r = Request(session, tuple(ids))
+            lm._prepare(r)
+            reqs.append((r, len(ids) - r.pos))
+        t = time.perf_counter()
+        lm._forward_rows(reqs)
+        seconds = time.perf_counter() - t
+        for (_, ids), (r, _) in zip(rows, reqs, strict=True):
+            if r.logits is None or r.pos != len(ids):
+                raise RuntimeError("a row of the pass got no logits")
+            ids.append(int(np.argmax(r.logits)))  # the next pass adds a token: nothing is cached
+        return seconds
+
+    def some(d: dict, n: int) -> list:
+        return [(k, d[k]) for k in rng.sample(list(d), n)]
+
+    cases = {
+        f"1 row of {args.context} tokens": lambda: [("long-0", long["long-0"])],
+        f"8 rows of {args.context}, the same rows": lambda: list(long.items()),
+        "the 8 + 3 students (a different 3 each pass)": lambda: list(long.items()) + some(students, 3),
+        "6 of the 8 + 3 students (different each pass)": lambda: some(long, 6) + some(students, 3),
+    }
+    rows = []
+    for name, make in cases.items():
+        passes = [make() for _ in range(args.passes)]
+        times = [one_pass(r) for r in passes]
+        rows.append([name, len(passes[0]), ms(median(times)), ms(min(times)), ms(max(times))])
+    print_table("Batched forward pass (LanguageModel._forward_rows)", ["pass", "rows", "median", "min", "max"], rows)
+
+
+if __name__ == "__main__":
+    main()
