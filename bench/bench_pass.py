@@ -11,8 +11,9 @@ prepares them (agent.llm.batching.Request, lm._prepare) and times that call only
     each pass (students press at their own pace);
   - 6 of the 8 + 3 students: a different 6 and 3 on each pass.
 Every pass must give each row its logits, and each row's greedy token is appended before the
-next pass, so no pass repeats a cached one. Figures only (median of 15 passes), never asserts on a
-timing. To compare with an older checkout, copy this file into it and run it there.
+next pass, so no pass repeats a cached one. Figures only (median of 15 passes, wall and the
+process's CPU: the host's speed varies, and with OMP_NUM_THREADS=1 the CPU is the pass's own
+work), never asserts on a timing. To compare with an older checkout, copy this file into it and run it there.
 """
 
 from __future__ import annotations
@@ -58,14 +59,14 @@ def main() -> None:
             r = Request(session, tuple(ids))
             lm._prepare(r)
             reqs.append((r, len(ids) - r.pos))
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         lm._forward_rows(reqs)
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
         for (_, ids), (r, _) in zip(rows, reqs, strict=True):
             if r.logits is None or r.pos != len(ids):
                 raise RuntimeError("a row of the pass got no logits")
             ids.append(int(np.argmax(r.logits)))  # the next pass adds a token: nothing is cached
-        return seconds
+        return seconds, cpu
 
     def some(d: dict, n: int) -> list:
         return [(k, d[k]) for k in rng.sample(list(d), n)]
@@ -79,9 +80,10 @@ def main() -> None:
     rows = []
     for name, make in cases.items():
         passes = [make() for _ in range(args.passes)]
-        times = [one_pass(r) for r in passes]
-        rows.append([name, len(passes[0]), ms(median(times)), ms(min(times)), ms(max(times))])
-    print_table("Batched forward pass (LanguageModel._forward_rows)", ["pass", "rows", "median", "min", "max"], rows)
+        times, cpus = zip(*(one_pass(r) for r in passes), strict=True)
+        rows.append([name, len(passes[0]), ms(median(times)), ms(min(times)), ms(max(times)), ms(median(cpus))])
+    print_table("Batched forward pass (LanguageModel._forward_rows)",
+                ["pass", "rows", "median", "min", "max", "CPU (median)"], rows)
 
 
 if __name__ == "__main__":
