@@ -681,12 +681,12 @@ class LanguageModel(LanguageModelBase):
         ids, positions = self._padded(rows)
         kv = self._ragged([r for r, _ in rows], [n for _, n in rows], layers)
         # The positions whose logits are read: each row's last; a verify's last `tail` in this chunk.
-        picks = [[n - 1] if layers else self._picked(r, n) for r, n in rows]
+        picks = [[n - 1] if layers is not None else self._picked(r, n) for r, n in rows]
         at_row = torch.tensor([i for i, js in enumerate(picks) for _ in js])
         at_col = torch.tensor([j for js in picks for j in js])
         with self._pass([weights_of(r.session) for r, _ in rows]):
             hidden = self._hidden(ids, positions, kv, layers)
-            flat = self.model.lm_head(hidden[at_row, at_col]).float().numpy()
+            flat = self.model.lm_head(self.model.model.norm(hidden[at_row, at_col])).float().numpy()
         if layers is not None:
             for i, (r, n) in enumerate(rows):
                 r.pos += n
@@ -704,15 +704,16 @@ class LanguageModel(LanguageModelBase):
                 r.logits = np.stack(r.tail_logits)
 
     def _hidden(self, ids, positions, kv, layers: int | None):
-        """The final norm's output at every input position, after the first `layers` decoder
-        layers (None: all), each row attending to its own KV."""
+        """The hidden states at every input position after the first `layers` decoder layers
+        (None: all), each row attending to its own KV; the final norm is the caller's, on the
+        positions it reads."""
         inner = self.model.model
         h = inner.embed_tokens(ids)
         rope = inner.rotary_emb(h, position_ids=positions)
         for layer in inner.layers[:layers]:
             h = layer(h, attention_mask=None, position_embeddings=rope, position_ids=positions, cache=kv,
                       use_cache=True, ragged=kv)
-        return inner.norm(h)
+        return h
 
     def _padded(self, rows: list):
         """(input ids, position ids) of rows: new tokens right-padded to the longest."""
@@ -738,13 +739,13 @@ class LanguageModel(LanguageModelBase):
         positions); a draft (layers) never writes there: it stores nothing."""
         from agent.llm.kv import RaggedKV
 
+        cached = [r.base if r.base is not None and r.pos else None for r in reqs]
         room = []
-        for r in reqs:
-            b = r.base.block if r.base is not None and r.pos else None
-            room.append(layers is None and (b is None or (r.pos == b.length and not b.extended)))
-            if b is not None and room[-1]:
-                b.extended = True
-        past = [[r.base.kv(layer, r.pos) if r.base is not None and r.pos else None for r in reqs]
+        for r, c in zip(reqs, cached, strict=True):
+            room.append(layers is None and (c is None or (r.pos == c.block.length and not c.block.extended)))
+            if c is not None and room[-1]:
+                c.block.extended = True
+        past = [[c.kv(layer, r.pos) if c is not None else None for r, c in zip(reqs, cached, strict=True)]
                 for layer in range(layers or self.num_layers)]
         return RaggedKV(past, new, room)
 
