@@ -69,6 +69,8 @@ from _common import (  # noqa: E402
     tree_kib,
 )
 
+from agent.llm.batching import PASS_LOG_ENV  # noqa: E402
+
 REQUEST_TIMEOUT_S = 120
 THINK_S = (2.0, 5.0)
 PRESSES = 12  # Sample / Greedy / Back presses per Sampling student
@@ -267,7 +269,7 @@ def phase(page: Page, pid: int, students: int, react: int | None = None, spec: i
     for t in threads:
         t.join(timeout=max(1.0, deadline + REQUEST_TIMEOUT_S - time.monotonic()))
     own1 = resource.getrusage(resource.RUSAGE_SELF)
-    return {"students": students, "tallies": tallies, "wall": time.monotonic() - t0,
+    return {"students": students, "tallies": tallies, "t0": t0, "wall": time.monotonic() - t0,
             "server_cpu": cpu_seconds(pid) - cpu0, "model_cpu": cpu_seconds(child) - child0 if child else None,
             "generator_cpu": (own1.ru_utime + own1.ru_stime) - (own0.ru_utime + own0.ru_stime),
             "hwm_kib": tree_kib(pid, "VmHWM"), "unfinished": sum(t.is_alive() for t in threads)}
@@ -554,6 +556,51 @@ def report(result: dict) -> None:
         print("  ", e)
 
 
+SHORT_PAST = 300  # a decode row with less cached past is a Sampling student's press (their prompts are short)
+
+
+def passes_report(log: Path, t0: float, wall: float) -> None:
+    """Where the model's time went during the phase, from the batcher's pass log ($REACT_LAB_PASS_LOG):
+    how much of the wall the model's worker spent in passes, each kind of pass, and what a Sampling
+    student's one-token row waited in the batcher before its pass (the rest of a press's latency is
+    Gradio, the handler, the hop to the model's process and the transfer)."""
+    if not log.exists():
+        print(f"no pass log at {log}")
+        return
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    lines = [x for x in lines if t0 <= x["t"] <= t0 + wall]
+    if not lines:
+        print("the pass log has no pass in the phase's window")
+        return
+
+    def kind(x: dict) -> str:
+        if x["draft"] is not None:
+            return "early-exit draft"
+        return "decode (one token a row)" if all(n == 1 for _, n, _ in x["rows"]) else "prefill / verify"
+
+    rows = []
+    for name in ("decode (one token a row)", "prefill / verify", "early-exit draft"):
+        some = [x for x in lines if kind(x) == name]
+        if some:
+            seconds = [x["s"] for x in some]
+            rows.append([name, len(some), f"{sum(len(x['rows']) for x in some) / len(some):.1f}",
+                         ms(median(seconds)), ms(p95(seconds)), f"{sum(seconds):.1f} s"])
+    busy = sum(x["s"] for x in lines)
+    print_table(f"The model's passes in the phase (pass log): busy {busy:.1f} s of {wall:.0f} s of wall "
+                f"({100 * busy / wall:.0f} %)", ["pass", "n", "rows / pass", "median", "p95", "total"], rows)
+    press = [(w, x["s"]) for x in lines if x["draft"] is None for past, n, w in x["rows"]
+             if n == 1 and past < SHORT_PAST]
+    react = [(w, x["s"]) for x in lines if x["draft"] is None for past, n, w in x["rows"]
+             if n == 1 and past >= SHORT_PAST]
+    table = []
+    for name, pairs in (("a Sampling press (past < 300)", press), ("a long row: ReAct (past ≥ 300)", react)):
+        if pairs:
+            waits, totals = [w for w, _ in pairs], [w + s for w, s in pairs]
+            table.append([name, len(pairs), ms(median(waits)), ms(p95(waits)), ms(median(totals)), ms(p95(totals))])
+    print_table("One-token rows in the model's process: waiting in the batcher, and waiting + their pass",
+                ["row", "n", "wait median", "wait p95", "wait + pass median", "wait + pass p95"], table)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--students", type=int, nargs="*", default=[60],
@@ -644,12 +691,15 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.students:
         port = free_port()
         log = Path(tempfile.mkdtemp(prefix="class-")) / "app.log"
-        proc = start_app(port, log)
+        pass_log = log.with_name("passes.jsonl")
+        proc = start_app(port, log, extra_env={PASS_LOG_ENV: str(pass_log)})
         try:
             page = Page("127.0.0.1", port)
             call(page, uuid.uuid4().hex[:11], "run_prompt", **{"Prompt": "Warm-up: the capital of France is",
                                                                "Send the prompt as": "Raw text"})
-            report(phase(page, proc.pid, n, args.react, args.spec))
+            result = phase(page, proc.pid, n, args.react, args.spec)
+            report(result)
+            passes_report(pass_log, result["t0"], result["wall"])
         finally:
             stop_app(proc)
             tracebacks = log.read_text(errors="replace").count("Traceback")

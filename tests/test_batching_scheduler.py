@@ -134,3 +134,28 @@ def test_speculative_rows_share_the_step_in_passes_of_their_own_kind():
         t.join(timeout=10)
     assert not any(t.is_alive() for t in threads)
     assert ("draft", 16) in engine.kinds and batcher.waiting == 0
+
+
+def test_the_pass_log_has_one_line_per_pass_with_each_rows_past_new_tokens_and_wait(tmp_path):
+    """Issue 25's benchmark tells a press's wait for the model from its time in Gradio with this log:
+    one JSON line per pass, each row's [cached past, new tokens, seconds waited since submit]."""
+    import json
+
+    class Cached(CountingEngine):
+        def _prepare(self, r):
+            r.pos = len(r.ids) - 1 if len(r.ids) > 100 else 0  # a long row: all but its last token cached
+
+    log = tmp_path / "passes.jsonl"
+    batcher = Batcher(Cached(), prefill_chunk=128, gather_s=0.0, pass_log=str(log))
+    threads = [threading.Thread(target=batcher.submit, args=(s, ids))
+               for s, ids in (("reader", tuple(range(600))), ("student", tuple(range(20))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert len(lines) == batcher.stats.steps >= 1
+    rows = sorted(row for line in lines for row in line["rows"])
+    assert [row[:2] for row in rows] == [[0, 20], [599, 1]]  # the prompt whole, the long row's one token
+    assert all(0 <= row[2] < 30 for row in rows)
+    assert all(line["s"] >= 0.002 and line["draft"] is None for line in lines)  # each pass sleeps 2 ms

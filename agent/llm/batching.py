@@ -18,6 +18,10 @@ and one worker thread runs the waiting requests of all sessions together, one st
   the next step (it never fails). A session may have ``SESSION_REQUESTS`` requests here at once;
   one more gets ``Busy`` with a message for the page;
 - **stop**: a request whose ``cancel()`` turns true leaves before the next step with ``Cancelled``;
+- **the pass log** (off unless ``$REACT_LAB_PASS_LOG`` names a file; for benchmarks): one JSON
+  line per forward pass — when it started, how long it took, and for each row its cached past, its
+  new tokens and how long it waited here since ``submit`` — so a benchmark can tell the time a
+  press spent waiting for the model from the time it spent in Gradio;
 - **speculative decoding** (agent/llm/speculative.py) goes through the same steps: a verify request
   (``tail`` = γ + 1) is a prefill row that wants the logits of its last ``tail`` positions, and an
   early-exit draft request (``layers`` = L) runs only the first L layers: draft rows of one L share
@@ -41,6 +45,7 @@ resolver the app installs (``set_session_resolver``: Gradio's session hash of th
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +57,7 @@ MAX_STEP_TOKENS = 8192  # rows × padded (past + new) tokens in one pass: ≈ 38
 PREFILL_CHUNK = 128  # new tokens of prompts per step (padded rows × tokens), so decoders keep moving
 GATHER_S = 0.03  # wait this long for the last step's sessions to come back (8 samplers under one GIL: > 12 ms)
 SESSION_REQUESTS = 3  # requests one session may have here at once; one runs per step
+PASS_LOG_ENV = "REACT_LAB_PASS_LOG"  # a file for one JSON line per forward pass (benchmarks); unset: none
 
 
 class Busy(RuntimeError):
@@ -93,6 +99,7 @@ class Request:
     tail: int = 1  # logits wanted for the last `tail` positions (> 1: speculative decoding's verify)
     layers: int | None = None  # an early-exit draft: the first `layers` layers only, nothing stored
     order: int = field(default_factory=lambda: next(_order))  # arrival: the oldest runs first
+    submitted: float = field(default_factory=time.monotonic)  # for the pass log's waits
     prepared: bool = False  # the engine has looked up the cached prefix
     pos: int = 0  # leading ids whose KV is cached (set by the engine, grows with each chunk)
     base: object = None  # the engine's cache entry for ids[:pos]
@@ -130,8 +137,10 @@ class Batcher:
     """Queue + one worker thread in front of an engine (a LanguageModel). ``submit`` blocks."""
 
     def __init__(self, engine, max_batch: int = MAX_BATCH, max_step_tokens: int = MAX_STEP_TOKENS,
-                 prefill_chunk: int = PREFILL_CHUNK, gather_s: float = GATHER_S, unlimited=()):
+                 prefill_chunk: int = PREFILL_CHUNK, gather_s: float = GATHER_S, unlimited=(),
+                 pass_log: str | None = None):
         self.engine = engine
+        self.pass_log = open(pass_log, "a", buffering=1) if pass_log else None  # noqa: SIM115 — the worker's, for its life
         self.unlimited = frozenset(unlimited)  # sessions without SESSION_REQUESTS (local use, tests)
         self.max_batch, self.max_step_tokens = int(max_batch), int(max_step_tokens)
         self.prefill_chunk, self.gather_s = int(prefill_chunk), float(gather_s)
@@ -193,7 +202,10 @@ class Batcher:
             # Python work overlaps them (a pass releases the interpreter lock while torch computes).
             for rows in passes:
                 if rows:
+                    pasts, started = [r.pos for r, _ in rows], time.monotonic()
                     self._forward(rows)  # a failed pass fails its rows, never the worker
+                    if self.pass_log is not None:
+                        self._log_pass(rows, pasts, started)
                     self._finish(rows)
             self._expect(passes[0] + passes[1] + passes[2])
 
@@ -288,6 +300,16 @@ class Batcher:
         drafts = sum(r.layers is not None for r, _ in rows)
         self.stats.draft_rows += drafts
         self.stats.max_draft_rows = max(self.stats.max_draft_rows, drafts)
+
+    def _log_pass(self, rows: list, pasts: list[int], started: float) -> None:
+        """One line of the pass log: {"t": start (time.monotonic, comparable across processes on
+        Linux), "s": seconds, "draft": early-exit layers or null, "rows": [[past, new, waited s], …]}."""
+        line = {"t": round(started, 4), "s": round(time.monotonic() - started, 4), "draft": rows[0][0].layers,
+                "rows": [[past, n, round(started - r.submitted, 4)] for (r, n), past in zip(rows, pasts, strict=True)]}
+        try:
+            self.pass_log.write(json.dumps(line) + "\n")
+        except (OSError, ValueError):  # a full disk or a closed file: the log stops, never the model
+            self.pass_log = None
 
     def _finish(self, rows: list) -> None:
         """Answer the rows that are done (their logits or their error), at once."""

@@ -603,9 +603,9 @@ class LanguageModel(LanguageModelBase):
         total = max(KV_CACHE_BYTES // self.kv_bytes_per_token, self.context_window)
         self._store = _KVStore(total, SESSION_KV_TOKENS, PUBLIC_KV_TOKENS)
         self.adapters = None  # agent.llm.weights.Adapters once load_adapters() found some
-        from agent.llm.batching import Batcher
+        from agent.llm.batching import PASS_LOG_ENV, Batcher
 
-        self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC))
+        self.batcher = Batcher(self, unlimited=(ANONYMOUS, PUBLIC), pass_log=os.environ.get(PASS_LOG_ENV))
 
     def load_adapters(self, log=print) -> tuple[str, ...]:
         """Load the shipped LoRA adapters (agent.llm.weights) beside the base weights, for the bundled
