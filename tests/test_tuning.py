@@ -278,6 +278,45 @@ def test_an_adapter_loads_offline_and_changes_the_logits(trained_adapter):
 
 
 @pytest.mark.model
+def test_the_served_adapters_compute_what_peft_computes_row_by_row():
+    """The app adds each row's low-rank update itself (agent.llm.weights: one stacked product a
+    layer, a mask per row); peft, which trained the adapters, is the oracle: the shipped adapters
+    give the same logits either way, on each choice alone and on rows of all three in one batch."""
+    import numpy as np
+    import torch
+    from peft import PeftModel
+
+    from agent.llm.model import load_model
+    from agent.llm.weights import FOLDERS, load_adapters
+
+    ours = load_model(log=lambda *_: None, adapters=False)  # both go in place: not the session's model
+    adapters = load_adapters(ours)
+    assert adapters.loaded == WEIGHTS[1:]
+    oracle = PeftModel.from_pretrained(load_model(log=lambda *_: None, adapters=False).model,
+                                       str(adapter_folder(WEIGHTS[1])), adapter_name=FOLDERS[WEIGHTS[1]])
+    oracle.load_adapter(str(adapter_folder(WEIGHTS[2])), adapter_name=FOLDERS[WEIGHTS[2]])
+    ids = ours.encode("Is it warmer in Paris or in Rome?")
+    expected = {}
+    with torch.inference_mode():
+        with oracle.disable_adapter():
+            expected["base"] = oracle(input_ids=torch.tensor([ids])).logits[0, -1].numpy()
+        for w in WEIGHTS[1:]:
+            oracle.set_adapter(FOLDERS[w])
+            expected[w] = oracle(input_ids=torch.tensor([ids])).logits[0, -1].numpy()
+    for w in WEIGHTS:
+        adapters.use(w)
+        assert np.abs(ours.full_forward_logits(ids) - expected[w]).max() < 1e-4, w
+    assert np.abs(expected[WEIGHTS[1]] - expected["base"]).max() > 1e-2  # the adapters do change the logits
+    mixed = list(WEIGHTS) + [WEIGHTS[1]]
+    with torch.inference_mode(), adapters.rows(mixed):
+        out = ours.model(input_ids=torch.tensor([ids] * len(mixed))).logits[:, -1].numpy()
+    for row, w in zip(out, mixed, strict=True):
+        assert np.abs(row - expected[w]).max() < 1e-4, w
+    adapters.use("base")  # rows() gives back use()'s choice
+    assert np.abs(ours.full_forward_logits(ids) - expected["base"]).max() < 1e-4
+
+
+@pytest.mark.model
 def test_a_batch_over_the_shared_prefix_has_the_loss_and_gradients_of_its_runs_run_whole():
     """scripts/tune.py runs the common prefix once per batch: that must change the cost, never the
     loss or a gradient (float32, three runs of different lengths, so the padding is exercised)."""

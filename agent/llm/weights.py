@@ -9,11 +9,12 @@
 
 What it knows (lecture, "In-Context Learning vs. Post-Training for ReAct"): post-training puts the
 ReAct turn format into the weights; here that is a LoRA adapter per choice, trained by
-scripts/tune.py on the oracle's runs with and without thoughts. The adapters are injected INTO
-lm.model in place (peft replaces its Linear layers by LoRA layers): `lm.model` stays the same
-object, so the code that calls `lm.model.model(...)` and `lm.model.lm_head(...)` (the batcher's
-forward in agent/llm/model.py) runs the active adapter without a change. Nothing is downloaded: an
-adapter is a local folder and the base is the model already loaded.
+scripts/tune.py (with peft) on the oracle's runs with and without thoughts. The adapters are put
+INTO lm.model in place (a forward hook on each adapted Linear adds its low-rank update, per row):
+`lm.model` stays the same object, so the code that calls `lm.model.model(...)` and
+`lm.model.lm_head(...)` (the batcher's forward in agent/llm/model.py) runs the chosen weights
+without a change. Nothing is downloaded: an adapter is a local folder (peft's format) and the base
+is the model already loaded.
 
 What it does not know: training, the loop, the KV cache (a cached prefix computed with other
 weights is stale: the cache must be keyed by the weights too), or Gradio.
@@ -30,9 +31,8 @@ WEIGHTS: tuple[str, ...] = ("base", "trajectory-tuned", "trajectory-tuned withou
 DEFAULT_WEIGHTS = "trajectory-tuned"
 BASE_MODEL = "SmolLM2-135M-Instruct"  # the model the adapters were trained on (LanguageModel.name)
 ADAPTERS_DIR = Path(__file__).resolve().parents[2] / "assets" / "adapters"
-FOLDERS = {"trajectory-tuned": "trajectory-tuned",  # weights → adapter folder (and peft adapter name)
+FOLDERS = {"trajectory-tuned": "trajectory-tuned",  # weights → adapter folder
            "trajectory-tuned without thoughts": "trajectory-tuned-without-thoughts"}
-BASE_ROW = "__base__"  # peft's name for "no adapter" in a mixed batch
 
 
 def checked(weights: str) -> str:
@@ -66,57 +66,114 @@ def available(root: Path = ADAPTERS_DIR) -> tuple[str, ...]:
 
 @dataclass
 class Adapters:
-    """The adapters loaded into one model, and which weights its layers run now."""
+    """The adapters loaded into one model, and which weights its rows run on now.
 
-    peft: object  # peft.PeftModel wrapping lm.model (whose layers it changed in place)
+    Each adapted Linear keeps its base weight and gets a forward hook that adds the low-rank update
+    of each row's adapter: with every adapter's A stacked into one (in, R) matrix and every B, its
+    scale folded in, into one (R, out), the update of a pass is ((x @ A) * mask) @ B, where the
+    mask gives row i the columns of its adapter (none for a base row). So rows on different
+    weights share one pass with two small products a layer and nothing switched between passes,
+    and a pass of base rows only adds nothing (mask None). The numbers are peft's
+    (tests/test_tuning.py holds the two equal); peft's own mixed-batch path cost 35–60 % more
+    per pass, and switching its layers between choices ~25 ms (docs/DESIGN-NOTES.md)."""
+
     loaded: tuple[str, ...]  # weights names with an adapter in the model
-    applied: str | None = None  # what the layers run now (None: after a mixed batch's hooks)
+    columns: dict[str, slice]  # weights name → its columns of the stacked rank
+    rank: int  # the stacked rank R (the sum of the adapters' r)
+    dtype: object  # the model's dtype, for the masks
+    mask: object = None  # None: every row on base; else (rows or 1, 1, R), row i's adapter columns 1
+    standing: object = None  # use()'s mask, in force outside rows()
 
     def use(self, weights: str) -> None:
-        """Every following forward pass of the model runs with these weights. Switching walks the
-        ~200 LoRA layers (about 25 ms on 2 cores), so it happens only when the choice changes."""
-        if checked(weights) != "base" and weights not in self.loaded:
-            raise ValueError(f"The adapter for {weights!r} is not loaded (missing in {ADAPTERS_DIR}?).")
-        if self.applied == weights:
-            return
-        lora = self.peft.base_model
-        if weights == "base":
-            lora.disable_adapter_layers()
-        else:
-            lora.enable_adapter_layers()
-            lora.set_adapter(FOLDERS[weights])
-        self.applied = weights
+        """Every following forward pass of the model runs with these weights (outside rows())."""
+        self.standing = self.mask = self._mask([weights])
 
     @contextmanager
     def rows(self, weights: Sequence[str]) -> Iterator[None]:
-        """Inside: one forward pass over a batch uses weights[i] for row i. Rows that all share one
-        choice switch the model to it, and it stays there after (a class on the default weights
-        never switches); mixed rows go through peft's adapter_names hooks. Every forward pass of
-        the model goes through here, so none depends on what ran before."""
-        if len(set(weights)) == 1:
-            self.use(weights[0])
+        """Inside: one forward pass over a batch uses weights[i] for row i (one choice for all rows:
+        a mask that broadcasts). Every forward pass of the model goes through here, so none depends
+        on what ran before."""
+        self.mask = self._mask(weights if len(set(weights)) > 1 else weights[:1])
+        try:
             yield
-            return
-        names = [BASE_ROW if checked(w) == "base" else FOLDERS[w] for w in weights]
-        lora = self.peft.base_model
-        lora.enable_adapter_layers()
-        self.applied = None
-        with lora._enable_peft_forward_hooks(adapter_names=names):
-            yield
+        finally:
+            self.mask = self.standing
+
+    def _mask(self, weights: Sequence[str]):
+        import torch
+
+        for w in weights:
+            if checked(w) != "base" and w not in self.loaded:
+                raise ValueError(f"The adapter for {w!r} is not loaded (missing in {ADAPTERS_DIR}?).")
+        if all(w == "base" for w in weights):
+            return None
+        mask = torch.zeros(len(weights), 1, self.rank, dtype=self.dtype)
+        for i, w in enumerate(weights):
+            if w != "base":
+                mask[i, 0, self.columns[w]] = 1
+        return mask
+
+
+PEFT_PREFIX = "base_model.model."  # how peft names lm.model's modules in an adapter file
+
+
+def read_adapter(folder: Path) -> tuple[dict[str, tuple], float]:
+    """An adapter folder written by peft (scripts/tune.py): {module path in lm.model: (A (r, in),
+    B (out, r))} and its scale lora_alpha / r. Only what scripts/tune.py trains is accepted: plain
+    LoRA, one r and alpha for every module, no bias."""
+    import json
+
+    from safetensors.torch import load_file
+
+    config = json.loads((folder / "adapter_config.json").read_text())
+    plain = (config.get("peft_type") == "LORA" and not config.get("rank_pattern") and not config.get("alpha_pattern")
+             and not config.get("use_dora") and not config.get("use_rslora") and config.get("bias") == "none")
+    if not plain:
+        raise ValueError(f"{folder}: not a plain LoRA adapter (one r and alpha, no DoRA, rsLoRA or bias).")
+    tensors = load_file(str(folder / "adapter_model.safetensors"))
+    pairs = {}
+    for key, a in tensors.items():
+        if key.startswith(PEFT_PREFIX) and key.endswith(".lora_A.weight"):
+            path = key[len(PEFT_PREFIX):-len(".lora_A.weight")]
+            pairs[path] = (a, tensors[f"{PEFT_PREFIX}{path}.lora_B.weight"])
+    if len(pairs) * 2 != len(tensors):
+        raise ValueError(f"{folder}: tensors other than LoRA A/B pairs.")
+    return pairs, config["lora_alpha"] / config["r"]
 
 
 def load_adapters(lm, weights: Sequence[str] = WEIGHTS[1:], root: Path = ADAPTERS_DIR) -> Adapters:
-    """Load the adapters of `weights` (those present) into lm.model, in place; base stays active."""
-    from peft import PeftModel
+    """Load the adapters of `weights` (those present) into lm.model, in place: a forward hook on each
+    adapted Linear (Adapters); base stays active."""
+    import torch
 
     present = [w for w in weights if w != "base" and w in available(root)]
     if not present:
         raise FileNotFoundError(f"No adapter in {root}: run `make tune` first.")
-    peft = PeftModel.from_pretrained(lm.model, str(adapter_folder(present[0], root)),
-                                     adapter_name=FOLDERS[present[0]], is_trainable=False)
-    for w in present[1:]:
-        peft.load_adapter(str(adapter_folder(w, root)), adapter_name=FOLDERS[w], is_trainable=False)
-    peft.eval()
-    adapters = Adapters(peft, tuple(present))
-    adapters.use("base")
+    read = [read_adapter(adapter_folder(w, root)) for w in present]
+    paths = set(read[0][0])
+    if any(set(pairs) != paths for pairs, _ in read):
+        raise ValueError(f"The adapters in {root} adapt different layers.")
+    dtype = lm.model.dtype
+    columns, at = {}, 0
+    for w, (pairs, _) in zip(present, read, strict=True):
+        r = next(iter(pairs.values()))[0].shape[0]
+        columns[w], at = slice(at, at + r), at + r
+    adapters = Adapters(tuple(present), columns, at, dtype)
+    for path in sorted(paths):
+        linear = lm.model.get_submodule(path)
+        a = torch.cat([pairs[path][0] for pairs, _ in read]).to(dtype).t().contiguous()  # (in, R)
+        b = torch.cat([pairs[path][1] * scale for pairs, scale in read], dim=1).to(dtype).t().contiguous()  # (R, out)
+        linear.register_forward_hook(_low_rank_update(adapters, a, b))
     return adapters
+
+
+def _low_rank_update(adapters: Adapters, a, b):
+    """The hook of one adapted Linear: its output plus each row's low-rank update."""
+
+    def hook(_module, args, output):
+        mask = adapters.mask
+        if mask is None:
+            return output
+        return output + ((args[0] @ a) * mask) @ b
+
+    return hook
