@@ -159,3 +159,15 @@ def test_the_pass_log_has_one_line_per_pass_with_each_rows_past_new_tokens_and_w
     assert [row[:2] for row in rows] == [[0, 20], [599, 1]]  # the prompt whole, the long row's one token
     assert all(0 <= row[2] < 30 for row in rows)
     assert all(line["s"] >= 0.002 and line["draft"] is None for line in lines)  # each pass sleeps 2 ms
+
+
+def test_a_step_runs_its_decode_pass_and_then_the_prompts_or_the_drafts_in_turn():
+    """Issue 25: the decode rows (presses, replies) come back after every one or two passes; when
+    prompts and drafts both wait, a step runs one of them and the next step the other."""
+    batcher = Batcher(CountingEngine())
+    decode, prefill, draft = ["press"], ["prompt"], ["draft"]
+    first, second = batcher._one_other_pass(decode, prefill, draft), batcher._one_other_pass(decode, prefill, draft)
+    one, other = (decode, [], draft), (decode, prefill, [])
+    assert [first, second] in ([one, other], [other, one])
+    assert batcher._one_other_pass(decode, prefill, []) == (decode, prefill, [])
+    assert batcher._one_other_pass([], [], draft) == ([], [], draft)

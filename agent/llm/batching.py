@@ -10,6 +10,9 @@ and one worker thread runs the waiting requests of all sessions together, one st
   ``PREFILL_CHUNK`` tokens a step in a second pass, so a 2,000-token prompt never stalls the
   others for seconds (chunked prefill); the decode rows are answered before that pass starts, so a
   one-token press waits for no prompt's chunk;
+- **one other pass a step**: after the decode pass, either the prefill pass or the early-exit
+  draft pass (below), in turn when both are waiting, so the decode rows come back every one or
+  two passes instead of every three;
 - **fairness**: the oldest request always runs, then the next oldest while the caps allow, at most
   one request per session per step — a long ReAct reply and a one-token Sample each get one
   token per step;
@@ -149,6 +152,7 @@ class Batcher:
         self._queue: list[Request] = []
         self._per_session: dict[object, int] = {}
         self._expected = 1  # rows of the last decode step: how many are likely to come back
+        self._draft_turn = False  # both prompts and drafts waiting: whose pass runs this step
         self._worker: threading.Thread | None = None
 
     def submit(self, session, ids: tuple[int, ...], cancel: Callable[[], bool] | None = None,
@@ -194,7 +198,7 @@ class Batcher:
     def _run(self) -> None:
         while True:
             try:
-                passes = self._next_step()
+                passes = self._one_other_pass(*self._next_step())
             except Exception:  # noqa: BLE001 — the worker must outlive any one step's failure
                 continue
             # Each pass's rows are answered as soon as that pass is done: a one-token Sample/Greedy
@@ -208,6 +212,14 @@ class Batcher:
                         self._log_pass(rows, pasts, started)
                     self._finish(rows)
             self._expect(passes[0] + passes[1] + passes[2])
+
+    def _one_other_pass(self, decode: list, prefill: list, draft: list) -> tuple[list, list, list]:
+        """The step's passes: its decode rows, then its prompts' chunk or its drafts — in turn when
+        both wait (the others stay queued for the next step)."""
+        if prefill and draft:
+            self._draft_turn = not self._draft_turn
+            return (decode, [], draft) if self._draft_turn else (decode, prefill, [])
+        return decode, prefill, draft
 
     def _next_step(self) -> tuple[list, list, list]:
         """Wait for requests, gather briefly, drop stopped ones, answer cache hits, pick rows."""
