@@ -100,6 +100,7 @@ class Adapters:
             self.mask = self.standing
 
     def _mask(self, weights: Sequence[str]):
+        """The hooks' mask for rows on these weights (None: all on base); ValueError for one not loaded."""
         import torch
 
         for w in weights:
@@ -136,8 +137,8 @@ def read_adapter(folder: Path) -> tuple[dict[str, tuple], float]:
         if key.startswith(PEFT_PREFIX) and key.endswith(".lora_A.weight"):
             path = key[len(PEFT_PREFIX):-len(".lora_A.weight")]
             pairs[path] = (a, tensors[f"{PEFT_PREFIX}{path}.lora_B.weight"])
-    if len(pairs) * 2 != len(tensors):
-        raise ValueError(f"{folder}: tensors other than LoRA A/B pairs.")
+    if not pairs or len(pairs) * 2 != len(tensors):
+        raise ValueError(f"{folder}: not LoRA A/B pairs only.")
     return pairs, config["lora_alpha"] / config["r"]
 
 
