@@ -294,17 +294,20 @@ def greedy_cpu(page: Page, pid: int, students: int, presses: int = 24, spy: Path
 
     threads = [threading.Thread(target=presser, args=(i,)) for i in range(students)]
     recorder = Spy(pid, spy) if spy is not None else None  # attached before the window: not in its CPU
-    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    child = model_process(pid)
+    cpu0, child0, t0 = cpu_seconds(pid), cpu_seconds(child) if child else 0.0, time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     cpu, wall = cpu_seconds(pid) - cpu0, time.monotonic() - t0
+    model_cpu = cpu_seconds(child) - child0 if child else None
     if recorder is not None:
         recorder.stop()
         recorder.report()
     latencies = [x for t in tallies for x in t.latencies.get("greedy", [])]
     return {"students": students, "tokens": sum(added), "cpu_per_token": cpu / max(1, sum(added)),
+            "model_cpu_per_token": None if model_cpu is None else model_cpu / max(1, sum(added)),
             "wall": wall, "median": median(latencies) if latencies else float("nan"),
             "errors": [e for t in tallies for e in t.errors + t.leaks]}
 
@@ -637,13 +640,15 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.greedy:
                 spy = Path(f"{args.py_spy}-{n}.txt") if args.py_spy else None
                 r = greedy_cpu(page, proc.pid, n, args.presses, spy)
-                rows.append([n, r["tokens"], ms(r["cpu_per_token"]), ms(r["median"]), f"{r['wall']:.1f} s",
+                model = "—" if r["model_cpu_per_token"] is None else ms(r["model_cpu_per_token"])
+                rows.append([n, r["tokens"], ms(r["cpu_per_token"]), model, ms(r["median"]), f"{r['wall']:.1f} s",
                              len(r["errors"])])
                 for e in r["errors"][:3]:
                     print("  ", e)
             if rows:
                 print_table("Greedy presses back to back: server CPU per token added",
-                            ["students", "tokens added", "server CPU / token", "median latency", "wall", "errors"],
+                            ["students", "tokens added", "server CPU / token", "of which the model's process",
+                             "median latency", "wall", "errors"],
                             rows)
             if args.replies:
                 rows, one = [], None

