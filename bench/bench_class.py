@@ -581,22 +581,23 @@ def passes_report(log: Path, t0: float, wall: float) -> None:
             return "early-exit draft"
         return "decode (one token a row)" if all(n == 1 for _, n, _ in x["rows"]) else "prefill / verify"
 
+    by_kind = collections.defaultdict(list)
+    for x in lines:
+        by_kind[kind(x)].append(x)
     rows = []
     for name in ("decode (one token a row)", "prefill / verify", "early-exit draft"):
-        some = [x for x in lines if kind(x) == name]
-        if some:
+        if some := by_kind[name]:
             seconds = [x["s"] for x in some]
             rows.append([name, len(some), f"{sum(len(x['rows']) for x in some) / len(some):.1f}",
                          ms(median(seconds)), ms(p95(seconds)), f"{sum(seconds):.1f} s"])
     busy = sum(x["s"] for x in lines)
     print_table(f"The model's passes in the phase (pass log): busy {busy:.1f} s of {wall:.0f} s of wall "
                 f"({100 * busy / wall:.0f} %)", ["pass", "n", "rows / pass", "median", "p95", "total"], rows)
-    press = [(w, x["s"]) for x in lines if x["draft"] is None for past, n, w in x["rows"]
-             if n == 1 and past < SHORT_PAST]
-    react = [(w, x["s"]) for x in lines if x["draft"] is None for past, n, w in x["rows"]
-             if n == 1 and past >= SHORT_PAST]
+    one_token = [(past, w, x["s"]) for x in lines if x["draft"] is None for past, n, w in x["rows"] if n == 1]
     table = []
-    for name, pairs in (("a Sampling press (past < 300)", press), ("a long row: ReAct (past ≥ 300)", react)):
+    for name, short in ((f"a Sampling press (past < {SHORT_PAST})", True),
+                        (f"a long row: ReAct (past ≥ {SHORT_PAST})", False)):
+        pairs = [(w, s) for past, w, s in one_token if (past < SHORT_PAST) == short]
         if pairs:
             waits, totals = [w for w, _ in pairs], [w + s for w, s in pairs]
             table.append([name, len(pairs), ms(median(waits)), ms(p95(waits)), ms(median(totals)), ms(p95(totals))])
