@@ -80,6 +80,38 @@ def test_the_running_batch_continues_in_place_and_stays_exact(lm):
         buffers = now
 
 
+def test_decode_rows_that_cut_into_a_chunk_between_two_layers_get_what_they_get_alone(lm):
+    """Issue 25: the batcher runs waiting decode rows between two layers of a prompt's chunk (a pass
+    inside a pass: the reentrant lock, the adapters' row mask, the thread count). Both passes give
+    what each row gives alone, here with the chunk on tuned weights and the decode rows on base."""
+    from agent.llm.model import owner_of
+
+    tuned = lm.weights_choices[-1]
+    chunk_ids = lm.encode("⁂ " + TEXTS[1] + " an old fisherman and his wife, who") * 3
+    decode = {f"cut-in-{i}": lm.encode("⁂ " + t) for i, t in enumerate(TEXTS[2:4])}
+    for s, x in decode.items():
+        x.append(int(lm.next_token_logits(x, session=s).argmax()))  # cached up to the last token
+    chunk = batching.Request(owner_of("cut-in-chunk", tuned), tuple(chunk_ids))
+    lm._prepare(chunk)
+    rows = []
+    for s, x in decode.items():
+        r = batching.Request(s, tuple(x))
+        lm._prepare(r)
+        rows.append((r, 1))
+    calls = []
+
+    def between():
+        calls.append(len(calls))
+        if len(calls) == 12:  # after the 12th layer
+            lm._forward_rows(rows)
+
+    lm._forward_rows([(chunk, len(chunk_ids))], between=between)
+    assert len(calls) == lm.num_layers - 1
+    assert np.abs(chunk.logits - lm.full_forward_logits(chunk_ids, weights=tuned)).max() < 1e-4
+    for r, _ in rows:
+        assert np.abs(r.logits - lm.full_forward_logits(r.ids)).max() < 1e-4
+
+
 def solo_and_together(lm, jobs):
     """Each job alone (one after another), then all at once from threads: (solo, together)."""
     solo = [job() for job in jobs]

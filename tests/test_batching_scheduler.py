@@ -19,7 +19,7 @@ class CountingEngine:
     def _prepare(self, r):
         r.pos = 0
 
-    def _forward_rows(self, rows):
+    def _forward_rows(self, rows, between=None):
         time.sleep(0.002)
         self.passes.append([(len(r.ids), n) for r, n in rows])
         for r, n in rows:
@@ -58,7 +58,7 @@ def test_a_one_token_press_is_answered_before_the_same_steps_prefill_pass_runs()
     seen: list[bool] = []
 
     class HeldPrefill(CountingEngine):
-        def _forward_rows(self, rows):
+        def _forward_rows(self, rows, between=None):
             if any(n > 1 for _, n in rows) and any(len(p) == 2 for p in self.passes):
                 seen.append(returned.wait(5))  # the press's pass came first in this step
             super()._forward_rows(rows)
@@ -83,6 +83,65 @@ def test_a_one_token_press_is_answered_before_the_same_steps_prefill_pass_runs()
     assert engine.passes[1] == [(1, 1)] and engine.passes[2] == [(600, 128)]
 
 
+class LayeredEngine(CountingEngine):
+    """A prompt's chunk takes LAYERS layers of layer_s seconds and calls between() after each but
+    the last, as the model does; a decode pass is one short layer. Records each pass's (kind, start, end)."""
+
+    LAYERS = 10
+
+    def __init__(self, layer_s: float) -> None:
+        super().__init__()
+        self.layer_s = layer_s
+        self.times: list[tuple[str, float, float]] = []
+
+    def _forward_rows(self, rows, between=None):
+        start, chunk = time.monotonic(), any(n > 1 for _, n in rows)
+        for layer in range(self.LAYERS if chunk else 1):
+            time.sleep(self.layer_s)
+            if between is not None and layer + 1 < self.LAYERS:
+                between()
+        self.times.append(("chunk" if chunk else "decode", start, time.monotonic()))
+        super()._forward_rows(rows)
+
+
+def test_presses_cut_into_a_long_prompts_chunk_between_two_layers_after_the_chunks_share():
+    """Issue 25: a press that arrives during a prompt's chunk (the longest pass) runs between two of
+    the chunk's layers instead of after the whole chunk; but only once the chunk has had the model
+    for cut_in_s since the last decode pass, so a stream of presses cannot starve the prompt."""
+    engine = LayeredEngine(layer_s=0.03)  # a chunk: 10 layers, 0.3 s
+    batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0, cut_in_s=0.1)
+    long = threading.Thread(target=batcher.submit, args=("teacher", tuple(range(3 * 128))))
+    long.start()
+    while not engine.passes and not engine.times:
+        time.sleep(0.001)
+    for k in range(6):  # a student who presses again as soon as she is answered
+        assert batcher.submit("student", (k,)) == "logits of 1"
+    long.join(timeout=30)
+    chunks = [(start, end) for kind, start, end in engine.times if kind == "chunk"]
+    inside = [(start, end) for kind, start, end in engine.times
+              if kind == "decode" and any(a < start < b for a, b in chunks)]
+    assert len(chunks) == 3 and batcher.stats.cut_ins == len(inside) >= 2, engine.times
+    decodes = sorted(t for t in engine.times if t[0] == "decode")
+    for (_, _, ended), (_, start, _) in zip(decodes, decodes[1:]):
+        if any(a < start < b for a, b in chunks):  # a cut-in: the chunk had its share first
+            assert start - ended >= 0.1 - 1e-3, engine.times
+    assert sum(n for p in engine.passes for length, n in p if length == 3 * 128) == 3 * 128
+
+
+def test_a_prompts_own_session_does_not_cut_into_its_chunk():
+    """One request per session per step: a request of the session whose chunk is running waits."""
+    engine = LayeredEngine(layer_s=0.02)
+    batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0, cut_in_s=0.0)
+    long = threading.Thread(target=batcher.submit, args=("teacher", tuple(range(128))))
+    long.start()
+    while not engine.times and batcher.waiting == 0:
+        time.sleep(0.001)
+    time.sleep(0.01)
+    assert batcher.submit("teacher", (5,)) == "logits of 1"
+    long.join(timeout=10)
+    assert batcher.stats.cut_ins == 0 and [kind for kind, _, _ in engine.times] == ["chunk", "decode"]
+
+
 def test_a_lone_prompt_still_gets_the_whole_prefill_chunk():
     engine = CountingEngine()
     batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0)
@@ -97,7 +156,7 @@ class SpeculativeEngine(CountingEngine):
         super().__init__()
         self.kinds: list = []
 
-    def _forward_rows(self, rows):
+    def _forward_rows(self, rows, between=None):
         layers = {r.layers for r, _ in rows}
         assert len(layers) == 1, "one pass mixes draft depths or draft and full rows"
         (L,) = layers

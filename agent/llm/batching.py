@@ -13,6 +13,13 @@ and one worker thread runs the waiting requests of all sessions together, one st
 - **one other pass a step**: after the decode pass, either the prefill pass or the early-exit
   draft pass (below), in turn when both are waiting, so the decode rows come back every one or
   two passes instead of every three;
+- **decode rows cut into a prompt's chunk**: a chunk of 128 new tokens is the longest pass (half a
+  second on two slow cores, a second under a class's load), and a press that arrives during it
+  used to wait for all of it. The engine now calls back between two of the chunk's layers; once
+  the chunk has had the model for ``CUT_IN_S`` since the last decode pass, the decode rows that
+  wait run their own pass there and are answered, and the chunk goes on from the layer where it
+  stopped. So a press waits at most about ``CUT_IN_S`` and one layer for the model, and the chunk
+  keeps its size (a smaller chunk costs more per token: the weights are read for fewer tokens);
 - **fairness**: the oldest request always runs, then the next oldest while the caps allow, at most
   one request per session per step — a long ReAct reply and a one-token Sample each get one
   token per step;
@@ -38,7 +45,7 @@ resolver the app installs (``set_session_resolver``: Gradio's session hash of th
 
 >>> class Echo:  # an engine that "predicts" the sum of the ids
 ...     def _prepare(self, r): r.pos = 0; return None
-...     def _forward_rows(self, rows):
+...     def _forward_rows(self, rows, between=None):  # between(): called between layers of a chunk
 ...         for r, n in rows: r.pos += n; r.logits = sum(r.ids) if r.pos == len(r.ids) else None
 >>> b = Batcher(Echo())
 >>> b.submit("a", (1, 2, 3))
@@ -58,6 +65,7 @@ CONCURRENCY_ID = "model"  # Gradio: the concurrency_id shared by every event tha
 MAX_BATCH = 16  # sequences in one forward pass (and Gradio's concurrency limit of model events)
 MAX_STEP_TOKENS = 8192  # rows × padded (past + new) tokens in one pass: ≈ 380 MB of KV for SmolLM2
 PREFILL_CHUNK = 128  # new tokens of prompts per step (padded rows × tokens), so decoders keep moving
+CUT_IN_S = 0.15  # a prompt's chunk runs at least this long after a decode pass before decode rows cut in
 GATHER_S = 0.03  # wait this long for the last step's sessions to come back (8 samplers under one GIL: > 12 ms)
 SESSION_REQUESTS = 3  # requests one session may have here at once; one runs per step
 PASS_LOG_ENV = "REACT_LAB_PASS_LOG"  # a file for one JSON line per forward pass (benchmarks); unset: none
@@ -134,6 +142,7 @@ class Stats:
     max_draft_rows: int = 0
     cancelled: int = 0
     busy: int = 0
+    cut_ins: int = 0  # decode passes run between two layers of a prompt's chunk
 
 
 class Batcher:
@@ -141,18 +150,20 @@ class Batcher:
 
     def __init__(self, engine, max_batch: int = MAX_BATCH, max_step_tokens: int = MAX_STEP_TOKENS,
                  prefill_chunk: int = PREFILL_CHUNK, gather_s: float = GATHER_S, unlimited=(),
-                 pass_log: str | None = None):
+                 pass_log: str | None = None, cut_in_s: float = CUT_IN_S):
         self.engine = engine
         self.pass_log = open(pass_log, "a", buffering=1) if pass_log else None  # noqa: SIM115 — the worker's, for its life
         self.unlimited = frozenset(unlimited)  # sessions without SESSION_REQUESTS (local use, tests)
         self.max_batch, self.max_step_tokens = int(max_batch), int(max_step_tokens)
-        self.prefill_chunk, self.gather_s = int(prefill_chunk), float(gather_s)
+        self.prefill_chunk, self.gather_s, self.cut_in_s = int(prefill_chunk), float(gather_s), float(cut_in_s)
         self.stats = Stats()
         self._cv = threading.Condition()
         self._queue: list[Request] = []
         self._per_session: dict[object, int] = {}
         self._expected = 1  # rows of the last decode step: how many are likely to come back
         self._draft_turn = False  # both prompts and drafts waiting: whose pass runs this step
+        self._decoded = 0.0  # when the last decode pass ended (time.monotonic)
+        self._cut_in_s = 0.0  # seconds of decode passes run inside chunks so far (the pass log's own times)
         self._worker: threading.Thread | None = None
 
     def submit(self, session, ids: tuple[int, ...], cancel: Callable[[], bool] | None = None,
@@ -198,20 +209,55 @@ class Batcher:
     def _run(self) -> None:
         while True:
             try:
-                passes = self._one_other_pass(*self._next_step())
+                decode, prefill, draft = self._one_other_pass(*self._next_step())
             except Exception:  # noqa: BLE001 — the worker must outlive any one step's failure
                 continue
             # Each pass's rows are answered as soon as that pass is done: a one-token Sample/Greedy
             # press does not wait for the step's prefill and draft passes, and its event's own
             # Python work overlaps them (a pass releases the interpreter lock while torch computes).
-            for rows in passes:
-                if rows:
-                    pasts, started = [r.pos for r, _ in rows], time.monotonic()
-                    self._forward(rows)  # a failed pass fails its rows, never the worker
-                    if self.pass_log is not None:
-                        self._log_pass(rows, pasts, started)
-                    self._finish(rows)
-            self._expect(passes[0] + passes[1] + passes[2])
+            self._run_pass(decode, decoding=True)
+            self._run_pass(prefill, between=self._cut_in({r.session for r, _ in prefill}))
+            self._run_pass(draft)
+            self._expect(decode + prefill + draft)
+
+    def _run_pass(self, rows: list, decoding: bool = False, between: Callable[[], None] | None = None) -> None:
+        """One forward pass over rows, logged, its rows answered."""
+        if not rows:
+            return
+        pasts, started, cut_in = [r.pos for r, _ in rows], time.monotonic(), self._cut_in_s
+        self._forward(rows, between)  # a failed pass fails its rows, never the worker
+        if decoding:
+            self._decoded = time.monotonic()
+        if self.pass_log is not None:
+            self._log_pass(rows, pasts, started, own=time.monotonic() - started - (self._cut_in_s - cut_in))
+        self._finish(rows)
+
+    def _cut_in(self, running: set) -> Callable[[], None]:
+        """The callback for a prompt's chunk (its rows' sessions: ``running``), which the engine
+        calls between two layers: once the chunk has had the model for cut_in_s since the last
+        decode pass, the decode rows waiting (one per session, oldest first, none of ``running``)
+        run their own pass now and are answered; the chunk then goes on where it stopped."""
+
+        def between() -> None:
+            if time.monotonic() - self._decoded < self.cut_in_s:
+                return
+            with self._cv:
+                queue = sorted((r for r in self._queue if r.session not in running and r.layers is None),
+                               key=lambda r: r.order)
+            rows, seen = [], set()
+            for r in queue:
+                if r.session in seen or r.stopped() or not (r.prepared or self._prepare(r)):
+                    continue  # a stopped request leaves at the next step; a cache hit is answered
+                if r.remaining == 1 and self._fits(rows, r, 1, self.max_batch, self.max_step_tokens):
+                    rows.append((r, 1))
+                    seen.add(r.session)
+            if rows:
+                started = time.monotonic()
+                self._run_pass(rows, decoding=True)
+                self.stats.cut_ins += 1
+                self._cut_in_s += time.monotonic() - started
+
+        return between
 
     def _one_other_pass(self, decode: list, prefill: list, draft: list) -> tuple[list, list, list]:
         """The step's passes: its decode rows, then its prompts' chunk or its drafts — in turn when
@@ -299,9 +345,12 @@ class Batcher:
             return False
         return not rows or (len(rows) + 1) * (past + new) <= max_tokens
 
-    def _forward(self, rows: list) -> None:
+    def _forward(self, rows: list, between: Callable[[], None] | None = None) -> None:
         try:
-            self.engine._forward_rows(rows)
+            if between is None:
+                self.engine._forward_rows(rows)
+            else:  # a prompt's chunk: decode rows may cut in between two of its layers
+                self.engine._forward_rows(rows, between=between)
         except Exception as e:  # noqa: BLE001 — a failed pass fails its rows, never the worker
             for r, _ in rows:
                 r.error = e
@@ -313,10 +362,11 @@ class Batcher:
         self.stats.draft_rows += drafts
         self.stats.max_draft_rows = max(self.stats.max_draft_rows, drafts)
 
-    def _log_pass(self, rows: list, pasts: list[int], started: float) -> None:
+    def _log_pass(self, rows: list, pasts: list[int], started: float, own: float) -> None:
         """One line of the pass log: {"t": start (time.monotonic, comparable across processes on
-        Linux), "s": seconds, "draft": early-exit layers or null, "rows": [[past, new, waited s], …]}."""
-        line = {"t": round(started, 4), "s": round(time.monotonic() - started, 4), "draft": rows[0][0].layers,
+        Linux), "s": its own seconds (a chunk's without the decode passes that cut in: those have
+        lines of their own), "draft": early-exit layers or null, "rows": [[past, new, waited s], …]}."""
+        line = {"t": round(started, 4), "s": round(own, 4), "draft": rows[0][0].layers,
                 "rows": [[past, n, round(started - r.submitted, 4)] for (r, n), past in zip(rows, pasts, strict=True)]}
         try:
             self.pass_log.write(json.dumps(line) + "\n")

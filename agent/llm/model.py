@@ -599,7 +599,8 @@ class LanguageModel(LanguageModelBase):
             n_params=sum(p.numel() for p in model.parameters()), num_layers=len(model.model.layers),
             eos_token_ids=configured if isinstance(configured, list) else [configured],
         )
-        self._forward_lock = threading.Lock()  # one forward pass at a time (the batcher's worker)
+        # one forward pass at a time; reentrant: the batcher's decode rows run inside a prompt's chunk
+        self._forward_lock = threading.RLock()
         self.threads = forward_threads()  # intra-op threads of a pass
         self._store_lock = threading.Lock()
         self._share_lock = threading.Lock()  # one shared prefix computed at a time (share_prefix)
@@ -677,9 +678,11 @@ class LanguageModel(LanguageModelBase):
             req.base = None
         return None
 
-    def _forward_rows(self, rows: list) -> None:
+    def _forward_rows(self, rows: list, between=None) -> None:
         """One batched forward pass: row (req, n) runs ids[pos:pos + n] on top of its cached pos
-        tokens. The new tokens are right-padded into one input, with explicit position ids; each
+        tokens. ``between()``, if given, is called after each decoder layer but the last, inside
+        the pass: the batcher runs waiting decode rows there as a pass of their own (this method
+        again, on other rows and sessions), and this pass goes on from the next layer. The new tokens are right-padded into one input, with explicit position ids; each
         row attends to its own cached keys and values (agent/llm/kv.py), so it computes what it
         would alone. An early-exit draft's rows (req.layers, one count per pass) run the first
         `layers` decoder layers, the final norm and the tied head, and store nothing (an entry
@@ -692,7 +695,7 @@ class LanguageModel(LanguageModelBase):
         at_row = torch.tensor([i for i, js in enumerate(picks) for _ in js])
         at_col = torch.tensor([j for js in picks for j in js])
         with self._pass([weights_of(r.session) for r, _ in rows], tokens=ids.numel()):
-            hidden = self._hidden(ids, positions, kv, layers)
+            hidden = self._hidden(ids, positions, kv, layers, between)
             flat = self.model.lm_head(self.model.model.norm(hidden[at_row, at_col])).float().numpy()
         if layers is not None:
             for i, (r, n) in enumerate(rows):
@@ -710,16 +713,19 @@ class LanguageModel(LanguageModelBase):
             if r.tail > 1 and r.logits is not None:
                 r.logits = np.stack(r.tail_logits)
 
-    def _hidden(self, ids, positions, kv, layers: int | None):
+    def _hidden(self, ids, positions, kv, layers: int | None, between=None):
         """The hidden states at every input position after the first `layers` decoder layers
         (None: all), each row attending to its own KV; the final norm is the caller's, on the
-        positions it reads."""
+        positions it reads. between(): called after each layer but the last."""
         inner = self.model.model
         h = inner.embed_tokens(ids)
         rope = inner.rotary_emb(h, position_ids=positions)
-        for layer in inner.layers[:layers]:
+        stack = inner.layers[:layers]
+        for i, layer in enumerate(stack):
             h = layer(h, attention_mask=None, position_embeddings=rope, position_ids=positions, cache=kv,
                       use_cache=True, ragged=kv)
+            if between is not None and i + 1 < len(stack):
+                between()
         return h
 
     def _padded(self, rows: list):

@@ -92,12 +92,13 @@ class Adapters:
     def rows(self, weights: Sequence[str]) -> Iterator[None]:
         """Inside: one forward pass over a batch uses weights[i] for row i (one choice for all rows:
         a mask that broadcasts). Every forward pass of the model goes through here, so none depends
-        on what ran before."""
-        self.mask = self._mask(weights if len(set(weights)) > 1 else weights[:1])
+        on what ran before; a pass run inside another (decode rows between two layers of a
+        prompt's chunk) leaves the outer pass's mask as it found it."""
+        outer, self.mask = self.mask, self._mask(weights if len(set(weights)) > 1 else weights[:1])
         try:
             yield
         finally:
-            self.mask = self.standing
+            self.mask = outer
 
     def _mask(self, weights: Sequence[str]):
         """The hooks' mask for rows on these weights (None: all on base); ValueError for one not loaded."""
