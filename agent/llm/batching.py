@@ -16,7 +16,7 @@ and one worker thread runs the waiting requests of all sessions together, one st
 - **decode rows cut into a prompt's chunk**: a chunk of 128 new tokens is the longest pass (half a
   second on two slow cores, a second under a class's load), and a press that arrives during it
   used to wait for all of it. The engine now calls back between two of the chunk's layers; once
-  the chunk has had the model for ``CUT_IN_S`` since the last decode pass, the decode rows that
+  the chunk has had the model for ``CUT_IN_S`` (0.1 s) since the last decode pass, the decode rows that
   wait run their own pass there and are answered, and the chunk goes on from the layer where it
   stopped. So a press waits at most about ``CUT_IN_S`` and one layer for the model, and the chunk
   keeps its size (a smaller chunk costs more per token: the weights are read for fewer tokens);
@@ -65,7 +65,7 @@ CONCURRENCY_ID = "model"  # Gradio: the concurrency_id shared by every event tha
 MAX_BATCH = 16  # sequences in one forward pass (and Gradio's concurrency limit of model events)
 MAX_STEP_TOKENS = 8192  # rows × padded (past + new) tokens in one pass: ≈ 380 MB of KV for SmolLM2
 PREFILL_CHUNK = 128  # new tokens of prompts per step (padded rows × tokens), so decoders keep moving
-CUT_IN_S = 0.15  # a prompt's chunk runs at least this long after a decode pass before decode rows cut in
+CUT_IN_S = 0.1  # a prompt's chunk runs at least this long after a decode pass before decode rows cut in
 GATHER_S = 0.03  # wait this long for the last step's sessions to come back (8 samplers under one GIL: > 12 ms)
 SESSION_REQUESTS = 3  # requests one session may have here at once; one runs per step
 PASS_LOG_ENV = "REACT_LAB_PASS_LOG"  # a file for one JSON line per forward pass (benchmarks); unset: none
