@@ -122,7 +122,7 @@ def test_presses_cut_into_a_long_prompts_chunk_between_two_layers_after_the_chun
               if kind == "decode" and any(a < start < b for a, b in chunks)]
     assert len(chunks) == 3 and batcher.stats.cut_ins == len(inside) >= 2, engine.times
     decodes = sorted(t for t in engine.times if t[0] == "decode")
-    for (_, _, ended), (_, start, _) in zip(decodes, decodes[1:]):
+    for (_, _, ended), (_, start, _) in zip(decodes, decodes[1:], strict=False):
         if any(a < start < b for a, b in chunks):  # a cut-in: the chunk had its share first
             assert start - ended >= 0.1 - 1e-3, engine.times
     assert sum(n for p in engine.passes for length, n in p if length == 3 * 128) == 3 * 128

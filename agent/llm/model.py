@@ -680,13 +680,14 @@ class LanguageModel(LanguageModelBase):
 
     def _forward_rows(self, rows: list, between=None) -> None:
         """One batched forward pass: row (req, n) runs ids[pos:pos + n] on top of its cached pos
-        tokens. ``between()``, if given, is called after each decoder layer but the last, inside
-        the pass: the batcher runs waiting decode rows there as a pass of their own (this method
-        again, on other rows and sessions), and this pass goes on from the next layer. The new tokens are right-padded into one input, with explicit position ids; each
+        tokens. The new tokens are right-padded into one input, with explicit position ids; each
         row attends to its own cached keys and values (agent/llm/kv.py), so it computes what it
         would alone. An early-exit draft's rows (req.layers, one count per pass) run the first
         `layers` decoder layers, the final norm and the tied head, and store nothing (an entry
-        holds every layer; those layers' KV equal the full model's)."""
+        holds every layer; those layers' KV equal the full model's). ``between()``, if given, is
+        called after each decoder layer but the last, inside the pass: the batcher runs waiting
+        decode rows there as a pass of their own (this method again, on other rows and sessions),
+        and this pass goes on from the next layer."""
         torch, layers = self._torch, rows[0][0].layers
         ids, positions = self._padded(rows)
         kv = self._ragged([r for r, _ in rows], [n for _, n in rows], layers)
