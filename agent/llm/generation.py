@@ -4,7 +4,8 @@ draw the next token" until an end-of-sequence token, a stop sequence or a limit.
 One function, ``generate``, used by everything that writes more than one token: the Sampling tab's
 "Asking vs enforcing" comparison and the ReAct tab's local-model backend. Each step is
 model.next_token_logits (prefix KV cache: one decode step) → the grammar's mask A(s_t), if any →
-sampling.trace (mask → temperature → top-k → top-p → min-p) → the token drawn with a seeded u.
+sampling.trace (mask → temperature → top-k → top-p → min-p) → the token drawn with a seeded u
+(at T = 0 sampling.greedy: the same token and probability, without the stages nobody sees here).
 
 Concurrent generations share forward passes: each step's next_token_logits is a request to the
 batcher (agent/llm/batching.py), so several sessions' generations advance together, each with its own
@@ -115,18 +116,21 @@ def _generate(lm, prompt_ids, config, rng, grammar, max_new_tokens, stop, time_l
             reason = _why_stopped(start, time_limit)
             break
         mask = constraint.allowed_mask() if constraint is not None else None
-        u = None if config.temperature == 0 else sampling.new_u(rng)
-        t = sampling.trace(logits, config, mask=mask, u=u)
-        if t.token in lm.eos_token_ids:
+        if config.greedy:  # trace's T = 0 token and probability, without building the trace (~3 ms)
+            token, token_prob = sampling.greedy(logits, mask)
+        else:
+            t = sampling.trace(logits, config, mask=mask, u=sampling.new_u(rng))
+            token, token_prob = t.token, t.token_prob
+        if token in lm.eos_token_ids:
             reason = STOP_EOS if constraint is None or not constraint.is_stopped() else STOP_GRAMMAR
             break
         if constraint is not None:
-            constraint.consume(t.token)
-        ids.append(t.token)
-        probs.append(t.token_prob)
+            constraint.consume(token)
+        ids.append(token)
+        probs.append(token_prob)
         text = lm.decode(ids)
         if on_token is not None:
-            on_token(t.token, text)
+            on_token(token, text)
         text, hit = stops.cut(text, stop)
         if hit:
             reason = STOP_SEQUENCE
