@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from agent.llm.batching import Batcher
+from agent.llm.batching import Batcher, Request
 
 
 class CountingEngine:
@@ -140,6 +140,30 @@ def test_a_prompts_own_session_does_not_cut_into_its_chunk():
     assert batcher.submit("teacher", (5,)) == "logits of 1"
     long.join(timeout=10)
     assert batcher.stats.cut_ins == 0 and [kind for kind, _, _ in engine.times] == ["chunk", "decode"]
+
+
+def test_the_next_step_gathers_for_the_sessions_of_the_last_two_steps():
+    """Issue 25: 8 students pressing Greedy back to back through the page fell into two groups of
+    4 that alternate — each group comes back while the other's pass runs — because a step waited
+    only for the rows of the pass before it (measured: 36 passes of 4 rows, none of 8). A step now
+    gathers for the sessions of the last two steps, so the groups merge into passes of 8; a step
+    still runs at once when that many wait, and after gather_s when they do not come."""
+    batcher = Batcher(CountingEngine(), gather_s=0.05)
+    group = {"a": [], "b": []}
+    for g in group:
+        for i in range(4):
+            r = Request(f"{g}{i}", (i,))
+            group[g].append((r, 1))
+    batcher._expect(group["a"])
+    assert batcher._expected == 4
+    batcher._expect(group["b"])
+    assert batcher._expected == 8  # both groups: the next step waits for the other group too
+    batcher._expect(group["b"])
+    assert batcher._expected == 4  # a group that stopped pressing is forgotten after two steps
+    batcher._expect([])
+    assert batcher._expected == 4
+    batcher._expect([])
+    assert batcher._expected == 1
 
 
 def test_a_lone_prompt_still_gets_the_whole_prefill_chunk():

@@ -66,7 +66,7 @@ MAX_BATCH = 16  # sequences in one forward pass (and Gradio's concurrency limit 
 MAX_STEP_TOKENS = 8192  # rows × padded (past + new) tokens in one pass: ≈ 380 MB of KV for SmolLM2
 PREFILL_CHUNK = 128  # new tokens of prompts per step (padded rows × tokens), so decoders keep moving
 CUT_IN_S = 0.1  # a prompt's chunk runs at least this long after a decode pass before decode rows cut in
-GATHER_S = 0.03  # wait this long for the last step's sessions to come back (8 samplers under one GIL: > 12 ms)
+GATHER_S = 0.06  # wait at most this long for the sessions of the last two steps to come back (_expect)
 SESSION_REQUESTS = 3  # requests one session may have here at once; one runs per step
 PASS_LOG_ENV = "REACT_LAB_PASS_LOG"  # a file for one JSON line per forward pass (benchmarks); unset: none
 
@@ -160,7 +160,8 @@ class Batcher:
         self._cv = threading.Condition()
         self._queue: list[Request] = []
         self._per_session: dict[object, int] = {}
-        self._expected = 1  # rows of the last decode step: how many are likely to come back
+        self._expected = 1  # requests likely to come back for the next step (_expect)
+        self._back_before = set()  # the sessions the step before expected back
         self._draft_turn = False  # both prompts and drafts waiting: whose pass runs this step
         self._decoded = 0.0  # when the last decode pass ended (time.monotonic)
         self._cut_in_s = 0.0  # seconds of decode passes run inside chunks so far (the pass log's own times)
@@ -384,10 +385,15 @@ class Batcher:
             r.done.set()
 
     def _expect(self, rows: list) -> None:
-        """How many requests the next step should gather for: the rows likely back at once (decode
-        rows, and speculative rows: the next draft or verify follows)."""
+        """How many requests the next step should gather for: the sessions likely back (those of
+        decode rows, and speculative rows: the next draft or verify follows) of this step AND the
+        step before. Students who press back to back otherwise fall into two groups that
+        alternate — each group's requests come back while the other's pass runs — and each step
+        waited only for its own group: 8 students made passes of 4 rows, never 8."""
+        back = {r.session for r, n in rows if n == 1 or r.layers is not None or r.tail > 1}
         with self._cv:
-            self._expected = max(1, sum(1 for r, n in rows if n == 1 or r.layers is not None or r.tail > 1))
+            self._expected = max(1, len(back | self._back_before))
+            self._back_before = back
 
     def _end(self, r: Request, logits=None, error: BaseException | None = None) -> None:
         r.logits, r.error = logits, error
