@@ -81,9 +81,10 @@ def test_the_running_batch_continues_in_place_and_stays_exact(lm):
 
 
 def test_decode_rows_that_cut_into_a_chunk_between_two_layers_get_what_they_get_alone(lm):
-    """Issue 25: the batcher runs waiting decode rows between two layers of a prompt's chunk (a pass
-    inside a pass: the reentrant lock, the adapters' row mask, the thread count). Both passes give
-    what each row gives alone, here with the chunk on tuned weights and the decode rows on base."""
+    """Issue 25: the batcher runs waiting decode rows and short prompts between two layers of a
+    prompt's chunk (passes inside a pass: the reentrant lock, the adapters' row mask, the thread
+    count). Every pass gives what each row gives alone, here with the chunk and the short prompt
+    on tuned weights and the decode rows on base."""
     from agent.llm.model import owner_of
 
     tuned = lm.weights_choices[-1]
@@ -98,16 +99,21 @@ def test_decode_rows_that_cut_into_a_chunk_between_two_layers_get_what_they_get_
         r = batching.Request(s, tuple(x))
         lm._prepare(r)
         rows.append((r, 1))
+    prompt_ids = lm.encode("⁂ " + TEXTS[4])  # a short prompt cuts in too, in a pass of its own
+    prompt = batching.Request(owner_of("cut-in-prompt", tuned), tuple(prompt_ids))
+    lm._prepare(prompt)
     calls = []
 
     def between():
         calls.append(len(calls))
         if len(calls) == 12:  # after the 12th layer
             lm._forward_rows(rows)
+            lm._forward_rows([(prompt, prompt.remaining)])
 
     lm._forward_rows([(chunk, len(chunk_ids))], between=between)
     assert len(calls) == lm.num_layers - 1
     assert np.abs(chunk.logits - lm.full_forward_logits(chunk_ids, weights=tuned)).max() < 1e-4
+    assert np.abs(prompt.logits - lm.full_forward_logits(prompt_ids, weights=tuned)).max() < 1e-4
     for r, _ in rows:
         assert np.abs(r.logits - lm.full_forward_logits(r.ids)).max() < 1e-4
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from agent.llm.batching import Batcher, Request
+from agent.llm.batching import CUT_IN_TOKENS, Batcher, Request
 
 
 class CountingEngine:
@@ -126,6 +126,28 @@ def test_presses_cut_into_a_long_prompts_chunk_between_two_layers_after_the_chun
         if any(a < start < b for a, b in chunks):  # a cut-in: the chunk had its share first
             assert start - ended >= 0.1 - 1e-3, engine.times
     assert sum(n for p in engine.passes for length, n in p if length == 3 * 128) == 3 * 128
+
+
+def test_a_short_prompt_cuts_into_a_long_prompts_chunk_and_a_longer_one_waits():
+    """Issue 25's cheap request during another's long prefill: a typed prompt of a few tokens runs
+    between two layers of the long prompt's chunk (its own pass, after the decode rows), instead
+    of waiting for the chunk; a prompt longer than CUT_IN_TOKENS waits for the next step."""
+    engine = LayeredEngine(layer_s=0.03)  # a chunk: 10 layers, 0.3 s
+    batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0, cut_in_s=0.05)
+    long = threading.Thread(target=batcher.submit, args=("teacher", tuple(range(128))))
+    long.start()
+    while batcher.waiting == 0 or engine.passes:
+        time.sleep(0.001)
+    time.sleep(0.02)  # the chunk is running
+    short = threading.Thread(target=batcher.submit, args=("student", tuple(range(CUT_IN_TOKENS))))
+    longer = threading.Thread(target=batcher.submit, args=("other", tuple(range(CUT_IN_TOKENS + 1))))
+    short.start()
+    longer.start()
+    for t in (short, longer, long):
+        t.join(timeout=30)
+    order = [p[0][0] for p in engine.passes]
+    assert order.index(CUT_IN_TOKENS) < order.index(128) < order.index(CUT_IN_TOKENS + 1), engine.passes
+    assert batcher.stats.cut_ins == 1
 
 
 def test_a_prompts_own_session_does_not_cut_into_its_chunk():

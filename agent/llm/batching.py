@@ -13,13 +13,14 @@ and one worker thread runs the waiting requests of all sessions together, one st
 - **one other pass a step**: after the decode pass, either the prefill pass or the early-exit
   draft pass (below), in turn when both are waiting, so the decode rows come back every one or
   two passes instead of every three;
-- **decode rows cut into a prompt's chunk**: a chunk of 128 new tokens is the longest pass (half a
-  second on two slow cores, a second under a class's load), and a press that arrives during it
-  used to wait for all of it. The engine now calls back between two of the chunk's layers; once
-  the chunk has had the model for ``CUT_IN_S`` (0.1 s) since the last decode pass, the decode rows that
-  wait run their own pass there and are answered, and the chunk goes on from the layer where it
-  stopped. So a press waits at most about ``CUT_IN_S`` and one layer for the model, and the chunk
-  keeps its size (a smaller chunk costs more per token: the weights are read for fewer tokens);
+- **cheap requests cut into a prompt's chunk**: a chunk of 128 new tokens is the longest pass
+  (half a second on two slow cores, a second under a class's load), and a press that arrives
+  during it used to wait for all of it. The engine now calls back between two of the chunk's
+  layers; once the chunk has had the model for ``CUT_IN_S`` (0.1 s) since the last cut-in or
+  decode pass, the decode rows that wait run their own pass there, then short prompts (at most
+  ``CUT_IN_TOKENS`` new tokens) theirs, and the chunk goes on from the layer where it stopped.
+  So a press waits at most about ``CUT_IN_S`` and one layer for the model, and the chunk keeps
+  its size (a smaller chunk costs more per token: the weights are read for fewer tokens);
 - **fairness**: the oldest request always runs, then the next oldest while the caps allow, at most
   one request per session per step — a long ReAct reply and a one-token Sample each get one
   token per step;
@@ -66,6 +67,7 @@ MAX_BATCH = 16  # sequences in one forward pass (and Gradio's concurrency limit 
 MAX_STEP_TOKENS = 8192  # rows × padded (past + new) tokens in one pass: ≈ 380 MB of KV for SmolLM2
 PREFILL_CHUNK = 128  # new tokens of prompts per step (padded rows × tokens), so decoders keep moving
 CUT_IN_S = 0.1  # a prompt's chunk runs at least this long after a decode pass before decode rows cut in
+CUT_IN_TOKENS = 32  # short prompts cut into a chunk too: at most this many padded new tokens in their pass
 GATHER_S = 0.06  # wait at most this long for the sessions of the last two steps to come back (_expect)
 SESSION_REQUESTS = 3  # requests one session may have here at once; one runs per step
 PASS_LOG_ENV = "REACT_LAB_PASS_LOG"  # a file for one JSON line per forward pass (benchmarks); unset: none
@@ -163,7 +165,7 @@ class Batcher:
         self._expected = 1  # requests likely to come back for the next step (_expect)
         self._back_before = set()  # the sessions the step before expected back
         self._draft_turn = False  # both prompts and drafts waiting: whose pass runs this step
-        self._decoded = 0.0  # when the last decode pass ended (time.monotonic)
+        self._decoded = 0.0  # when the last decode pass or cut-in ended (time.monotonic)
         self._cut_in_s = 0.0  # seconds of decode passes run inside chunks so far (the pass log's own times)
         self._worker: threading.Thread | None = None
 
@@ -236,8 +238,10 @@ class Batcher:
     def _cut_in(self, running: set) -> Callable[[], None]:
         """The callback for a prompt's chunk (its rows' sessions: ``running``), which the engine
         calls between two layers: once the chunk has had the model for cut_in_s since the last
-        decode pass, the decode rows waiting (one per session, oldest first, none of ``running``)
-        run their own pass now and are answered; the chunk then goes on where it stopped."""
+        cut-in or decode pass, the requests waiting that cost little (one per session, oldest
+        first, none of ``running``) run now and are answered — the decode rows in one pass, then
+        short prompts (at most CUT_IN_TOKENS padded new tokens together: a student's typed prompt,
+        a speculative verify) in another; the chunk then goes on where it stopped."""
 
         def between() -> None:
             if time.monotonic() - self._decoded < self.cut_in_s:
@@ -245,18 +249,24 @@ class Batcher:
             with self._cv:
                 queue = sorted((r for r in self._queue if r.session not in running and r.layers is None),
                                key=lambda r: r.order)
-            rows, seen = [], set()
+            decode, prompts, seen = [], [], set()
             for r in queue:
                 if r.session in seen or r.stopped() or not (r.prepared or self._prepare(r)):
                     continue  # a stopped request leaves at the next step; a cache hit is answered
-                if r.remaining == 1 and self._fits(rows, r, 1, self.max_batch, self.max_step_tokens):
-                    rows.append((r, 1))
+                if r.remaining == 1 and self._fits(decode, r, 1, self.max_batch, self.max_step_tokens):
+                    decode.append((r, 1))
                     seen.add(r.session)
-            if rows:
+                elif 1 < r.remaining <= CUT_IN_TOKENS and self._fits(
+                        prompts, r, r.remaining, self.max_batch, self.max_step_tokens, new_budget=CUT_IN_TOKENS):
+                    prompts.append((r, r.remaining))
+                    seen.add(r.session)
+            if decode or prompts:
                 started = time.monotonic()
-                self._run_pass(rows, decoding=True)
+                self._run_pass(decode, decoding=True)
+                self._run_pass(prompts)
                 self.stats.cut_ins += 1
-                self._cut_in_s += time.monotonic() - started
+                self._decoded = time.monotonic()
+                self._cut_in_s += self._decoded - started
 
         return between
 
