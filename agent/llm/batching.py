@@ -66,7 +66,7 @@ CONCURRENCY_ID = "model"  # Gradio: the concurrency_id shared by every event tha
 MAX_BATCH = 16  # sequences in one forward pass (and Gradio's concurrency limit of model events)
 MAX_STEP_TOKENS = 8192  # rows × padded (past + new) tokens in one pass: ≈ 380 MB of KV for SmolLM2
 PREFILL_CHUNK = 128  # new tokens of prompts per step (padded rows × tokens), so decoders keep moving
-CUT_IN_S = 0.1  # a prompt's chunk runs at least this long after a decode pass before decode rows cut in
+CUT_IN_S = 0.1  # a prompt's chunk runs at least this long after a cut-in or decode pass before the next cut-in
 CUT_IN_TOKENS = 32  # short prompts cut into a chunk too: at most this many padded new tokens in their pass
 GATHER_S = 0.06  # wait at most this long for the sessions of the last two steps to come back (_expect)
 SESSION_REQUESTS = 3  # requests one session may have here at once; one runs per step
@@ -144,7 +144,7 @@ class Stats:
     max_draft_rows: int = 0
     cancelled: int = 0
     busy: int = 0
-    cut_ins: int = 0  # decode passes run between two layers of a prompt's chunk
+    cut_ins: int = 0  # times waiting decode rows / short prompts ran between two layers of a prompt's chunk
 
 
 class Batcher:
@@ -166,7 +166,7 @@ class Batcher:
         self._back_before = set()  # the sessions the step before expected back
         self._draft_turn = False  # both prompts and drafts waiting: whose pass runs this step
         self._decoded = 0.0  # when the last decode pass or cut-in ended (time.monotonic)
-        self._cut_in_s = 0.0  # seconds of decode passes run inside chunks so far (the pass log's own times)
+        self._cut_in_s = 0.0  # seconds of cut-in passes so far (the pass log's own times of a chunk)
         self._worker: threading.Thread | None = None
 
     def submit(self, session, ids: tuple[int, ...], cancel: Callable[[], bool] | None = None,
@@ -360,7 +360,7 @@ class Batcher:
         try:
             if between is None:
                 self.engine._forward_rows(rows)
-            else:  # a prompt's chunk: decode rows may cut in between two of its layers
+            else:  # a prompt's chunk: cheap requests may cut in between two of its layers
                 self.engine._forward_rows(rows, between=between)
         except Exception as e:  # noqa: BLE001 — a failed pass fails its rows, never the worker
             for r, _ in rows:
@@ -375,7 +375,7 @@ class Batcher:
 
     def _log_pass(self, rows: list, pasts: list[int], started: float, own: float) -> None:
         """One line of the pass log: {"t": start (time.monotonic, comparable across processes on
-        Linux), "s": its own seconds (a chunk's without the decode passes that cut in: those have
+        Linux), "s": its own seconds (a chunk's without the passes that cut into it: those have
         lines of their own), "draft": early-exit layers or null, "rows": [[past, new, waited s], …]}."""
         line = {"t": round(started, 4), "s": round(own, 4), "draft": rows[0][0].layers,
                 "rows": [[past, n, round(started - r.submitted, 4)] for (r, n), past in zip(rows, pasts, strict=True)]}

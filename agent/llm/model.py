@@ -599,7 +599,7 @@ class LanguageModel(LanguageModelBase):
             n_params=sum(p.numel() for p in model.parameters()), num_layers=len(model.model.layers),
             eos_token_ids=configured if isinstance(configured, list) else [configured],
         )
-        # one forward pass at a time; reentrant: the batcher's decode rows run inside a prompt's chunk
+        # one forward pass at a time; reentrant: the batcher's cut-ins run inside a prompt's chunk
         self._forward_lock = threading.RLock()
         self.threads = forward_threads()  # intra-op threads of a pass
         self._store_lock = threading.Lock()
@@ -686,8 +686,8 @@ class LanguageModel(LanguageModelBase):
         `layers` decoder layers, the final norm and the tied head, and store nothing (an entry
         holds every layer; those layers' KV equal the full model's). ``between()``, if given, is
         called after each decoder layer but the last, inside the pass: the batcher runs waiting
-        decode rows there as a pass of their own (this method again, on other rows and sessions),
-        and this pass goes on from the next layer."""
+        decode rows and short prompts there as passes of their own (this method again, on other
+        rows and sessions), and this pass goes on from the next layer."""
         torch, layers = self._torch, rows[0][0].layers
         ids, positions = self._padded(rows)
         kv = self._ragged([r for r, _ in rows], [n for _, n in rows], layers)
