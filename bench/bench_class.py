@@ -588,11 +588,13 @@ def passes_report(log: Path, t0: float, wall: float) -> None:
     for name in ("decode (one token a row)", "prefill / verify", "early-exit draft"):
         if some := by_kind[name]:
             seconds = [x["s"] for x in some]
-            rows.append([name, len(some), f"{sum(len(x['rows']) for x in some) / len(some):.1f}",
+            rows.append([name, len(some), sum(1 for x in some if x.get("cut")),
+                         f"{sum(len(x['rows']) for x in some) / len(some):.1f}",
                          ms(median(seconds)), ms(p95(seconds)), f"{sum(seconds):.1f} s"])
     busy = sum(x["s"] for x in lines)
     print_table(f"The model's passes in the phase (pass log): busy {busy:.1f} s of {wall:.0f} s of wall "
-                f"({100 * busy / wall:.0f} %)", ["pass", "n", "rows / pass", "median", "p95", "total"], rows)
+                f"({100 * busy / wall:.0f} %); a chunk's own time, without the passes cut into it",
+                ["pass", "n", "of which cut into a chunk", "rows / pass", "median", "p95", "total"], rows)
     one_token = [(past, w, x["s"]) for x in lines if x["draft"] is None for past, n, w in x["rows"] if n == 1]
     table = []
     for name, short in ((f"a Sampling press (past < {SHORT_PAST})", True),

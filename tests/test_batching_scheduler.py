@@ -93,9 +93,12 @@ class LayeredEngine(CountingEngine):
         super().__init__()
         self.layer_s = layer_s
         self.times: list[tuple[str, float, float]] = []
+        self.chunk_started = threading.Event()
 
     def _forward_rows(self, rows, between=None):
         start, chunk = time.monotonic(), any(n > 1 for _, n in rows)
+        if chunk and between is not None:
+            self.chunk_started.set()
         for layer in range(self.LAYERS if chunk else 1):
             time.sleep(self.layer_s)
             if between is not None and layer + 1 < self.LAYERS:
@@ -128,17 +131,16 @@ def test_presses_cut_into_a_long_prompts_chunk_between_two_layers_after_the_chun
     assert sum(n for p in engine.passes for length, n in p if length == 3 * 128) == 3 * 128
 
 
-def test_a_short_prompt_cuts_into_a_long_prompts_chunk_and_a_longer_one_waits():
+def test_a_short_prompt_cuts_into_a_long_prompts_chunk_and_a_longer_one_waits(tmp_path):
     """Issue 25's cheap request during another's long prefill: a typed prompt of a few tokens runs
     between two layers of the long prompt's chunk (its own pass, after the decode rows), instead
     of waiting for the chunk; a prompt longer than CUT_IN_TOKENS waits for the next step."""
     engine = LayeredEngine(layer_s=0.03)  # a chunk: 10 layers, 0.3 s
-    batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0, cut_in_s=0.05)
+    log = tmp_path / "passes.jsonl"
+    batcher = Batcher(engine, prefill_chunk=128, gather_s=0.0, cut_in_s=0.05, pass_log=str(log))
     long = threading.Thread(target=batcher.submit, args=("teacher", tuple(range(128))))
     long.start()
-    while batcher.waiting == 0 or engine.passes:
-        time.sleep(0.001)
-    time.sleep(0.02)  # the chunk is running
+    assert engine.chunk_started.wait(10)
     short = threading.Thread(target=batcher.submit, args=("student", tuple(range(CUT_IN_TOKENS))))
     longer = threading.Thread(target=batcher.submit, args=("other", tuple(range(CUT_IN_TOKENS + 1))))
     short.start()
@@ -148,6 +150,12 @@ def test_a_short_prompt_cuts_into_a_long_prompts_chunk_and_a_longer_one_waits():
     order = [p[0][0] for p in engine.passes]
     assert order.index(CUT_IN_TOKENS) < order.index(128) < order.index(CUT_IN_TOKENS + 1), engine.passes
     assert batcher.stats.cut_ins == 1
+    import json
+
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [(line["rows"][0][1], line["cut"]) for line in lines] == [
+        (CUT_IN_TOKENS, True), (128, False), (CUT_IN_TOKENS + 1, False)]  # the chunk's own time: 0.3 s
+    assert 0.3 <= lines[1]["s"] < 0.6  # its 10 layers, not the 0.3 s of the prompt that cut in
 
 
 def test_a_prompts_own_session_does_not_cut_into_its_chunk():
@@ -263,7 +271,7 @@ def test_the_pass_log_has_one_line_per_pass_with_each_rows_past_new_tokens_and_w
     rows = sorted(row for line in lines for row in line["rows"])
     assert [row[:2] for row in rows] == [[0, 20], [599, 1]]  # the prompt whole, the long row's one token
     assert all(0 <= row[2] < 30 for row in rows)
-    assert all(line["s"] >= 0.002 and line["draft"] is None for line in lines)  # each pass sleeps 2 ms
+    assert all(line["s"] >= 0.002 and line["draft"] is None and line["cut"] is False for line in lines)  # 2 ms each
 
 
 def test_a_step_runs_its_decode_pass_and_then_the_prompts_or_the_drafts_in_turn():

@@ -223,8 +223,9 @@ class Batcher:
             self._run_pass(draft)
             self._expect(decode + prefill + draft)
 
-    def _run_pass(self, rows: list, decoding: bool = False, between: Callable[[], None] | None = None) -> None:
-        """One forward pass over rows, logged, its rows answered."""
+    def _run_pass(self, rows: list, decoding: bool = False, between: Callable[[], None] | None = None,
+                  cut: bool = False) -> None:
+        """One forward pass over rows (``cut``: inside a prompt's chunk), logged, its rows answered."""
         if not rows:
             return
         pasts, started, cut_in = [r.pos for r, _ in rows], time.monotonic(), self._cut_in_s
@@ -232,7 +233,7 @@ class Batcher:
         if decoding:
             self._decoded = time.monotonic()
         if self.pass_log is not None:
-            self._log_pass(rows, pasts, started, own=time.monotonic() - started - (self._cut_in_s - cut_in))
+            self._log_pass(rows, pasts, started, own=time.monotonic() - started - (self._cut_in_s - cut_in), cut=cut)
         self._finish(rows)
 
     def _cut_in(self, running: set) -> Callable[[], None]:
@@ -262,8 +263,8 @@ class Batcher:
                     seen.add(r.session)
             if decode or prompts:
                 started = time.monotonic()
-                self._run_pass(decode, decoding=True)
-                self._run_pass(prompts)
+                self._run_pass(decode, decoding=True, cut=True)
+                self._run_pass(prompts, cut=True)
                 self.stats.cut_ins += 1
                 self._decoded = time.monotonic()
                 self._cut_in_s += self._decoded - started
@@ -373,11 +374,12 @@ class Batcher:
         self.stats.draft_rows += drafts
         self.stats.max_draft_rows = max(self.stats.max_draft_rows, drafts)
 
-    def _log_pass(self, rows: list, pasts: list[int], started: float, own: float) -> None:
+    def _log_pass(self, rows: list, pasts: list[int], started: float, own: float, cut: bool) -> None:
         """One line of the pass log: {"t": start (time.monotonic, comparable across processes on
         Linux), "s": its own seconds (a chunk's without the passes that cut into it: those have
-        lines of their own), "draft": early-exit layers or null, "rows": [[past, new, waited s], …]}."""
-        line = {"t": round(started, 4), "s": round(own, 4), "draft": rows[0][0].layers,
+        lines of their own), "draft": early-exit layers or null, "cut": run inside a prompt's chunk,
+        "rows": [[past, new, waited s], …]}."""
+        line = {"t": round(started, 4), "s": round(own, 4), "draft": rows[0][0].layers, "cut": cut,
                 "rows": [[past, n, round(started - r.submitted, 4)] for (r, n), past in zip(rows, pasts, strict=True)]}
         try:
             self.pass_log.write(json.dumps(line) + "\n")
