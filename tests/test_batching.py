@@ -150,6 +150,22 @@ def test_concurrent_generations_equal_solo_for_mixed_prompts_settings_and_gramma
     assert together == solo
 
 
+def test_generations_cut_into_a_long_prompts_chunks_and_equal_solo(lm):
+    """Issue 25: while a 1,200-token prompt is prefilled in chunks, four greedy generations cut in
+    between two of a chunk's layers (the real worker: its lock, its threads, the cache); every
+    result equals the same generation run alone, and the batcher did cut in."""
+    long_ids = (lm.encode("⁂ " + " ".join(TEXTS)) * 40)[:1200]
+    cases = [(long_ids, 2)] + [(lm.encode("⁂ " + t), 16) for t in TEXTS[:4]]
+
+    def job(ids, n):
+        return lambda: generation.generate(lm, ids, GREEDY, np.random.default_rng(0), max_new_tokens=n).ids
+
+    before = lm.batcher.stats.cut_ins
+    solo, together = solo_and_together(lm, [job(*c) for c in cases])
+    assert together == solo
+    assert lm.batcher.stats.cut_ins > before
+
+
 def test_a_stopped_generation_leaves_the_batch_at_its_next_step(lm):
     cancel = threading.Event()
     tokens: list[int] = []
