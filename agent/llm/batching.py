@@ -30,9 +30,9 @@ and one worker thread runs the waiting requests of all sessions together, one st
   one more gets ``Busy`` with a message for the page;
 - **stop**: a request whose ``cancel()`` turns true leaves before the next step with ``Cancelled``;
 - **the pass log** (off unless ``$REACT_LAB_PASS_LOG`` names a file; for benchmarks): one JSON
-  line per forward pass — when it started, how long it took, and for each row its cached past, its
-  new tokens and how long it waited here since ``submit`` — so a benchmark can tell the time a
-  press spent waiting for the model from the time it spent in Gradio;
+  line per forward pass — when it started, how long it took, whether it cut into a chunk, and for
+  each row its cached past, its new tokens and how long it waited here since ``submit`` — so a
+  benchmark can tell the time a press spent waiting for the model from the time it spent in Gradio;
 - **speculative decoding** (agent/llm/speculative.py) goes through the same steps: a verify request
   (``tail`` = γ + 1) is a prefill row that wants the logits of its last ``tail`` positions, and an
   early-exit draft request (``layers`` = L) runs only the first L layers: draft rows of one L share
