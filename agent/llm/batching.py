@@ -218,20 +218,19 @@ class Batcher:
             # Each pass's rows are answered as soon as that pass is done: a one-token Sample/Greedy
             # press does not wait for the step's prefill and draft passes, and its event's own
             # Python work overlaps them (a pass releases the interpreter lock while torch computes).
-            self._run_pass(decode, decoding=True)
+            self._run_pass(decode)
+            if decode:
+                self._decoded = time.monotonic()
             self._run_pass(prefill, between=self._cut_in({r.session for r, _ in prefill}))
             self._run_pass(draft)
             self._expect(decode + prefill + draft)
 
-    def _run_pass(self, rows: list, decoding: bool = False, between: Callable[[], None] | None = None,
-                  cut: bool = False) -> None:
+    def _run_pass(self, rows: list, between: Callable[[], None] | None = None, cut: bool = False) -> None:
         """One forward pass over rows (``cut``: inside a prompt's chunk), logged, its rows answered."""
         if not rows:
             return
         pasts, started, cut_in = [r.pos for r, _ in rows], time.monotonic(), self._cut_in_s
         self._forward(rows, between)  # a failed pass fails its rows, never the worker
-        if decoding:
-            self._decoded = time.monotonic()
         if self.pass_log is not None:
             self._log_pass(rows, pasts, started, own=time.monotonic() - started - (self._cut_in_s - cut_in), cut=cut)
         self._finish(rows)
@@ -263,7 +262,7 @@ class Batcher:
                     seen.add(r.session)
             if decode or prompts:
                 started = time.monotonic()
-                self._run_pass(decode, decoding=True, cut=True)
+                self._run_pass(decode, cut=True)
                 self._run_pass(prompts, cut=True)
                 self.stats.cut_ins += 1
                 self._decoded = time.monotonic()
@@ -359,10 +358,7 @@ class Batcher:
 
     def _forward(self, rows: list, between: Callable[[], None] | None = None) -> None:
         try:
-            if between is None:
-                self.engine._forward_rows(rows)
-            else:  # a prompt's chunk: cheap requests may cut in between two of its layers
-                self.engine._forward_rows(rows, between=between)
+            self.engine._forward_rows(rows, between=between)  # between: only a prompt's chunk has one
         except Exception as e:  # noqa: BLE001 — a failed pass fails its rows, never the worker
             for r, _ in rows:
                 r.error = e
