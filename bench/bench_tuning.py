@@ -213,14 +213,14 @@ def rows_of(runs: list[dict], keys: list[str], splits: list[str]) -> list[dict]:
 
 def rejudged(result: dict) -> dict:
     """The stored runs judged again by the questions' current judges (their answers are kept
-    verbatim, so a stricter judge needs no new run): success = the answer passes AND the tools
-    were used, as measured; each row keeps its measured time."""
+    verbatim, so a changed judge needs no new run): success = a final answer that passes AND the
+    tools used, as measured; each row keeps its measured time."""
     questions = {(q["split"], q["id"]): q for name in SPLITS if (DATA_DIR / f"{name}.jsonl").exists()
                  for q in read_jsonl(DATA_DIR / f"{name}.jsonl")}
     runs = []
     for r in result["runs"]:
         q = questions[(r["split"], r["id"])]
-        right = bool(r["answer_right"] and judge_answer(q["expected"], r["answer"]))
+        right = r["stop_reason"] == StopReason.FINAL_ANSWER and judge_answer(q["expected"], r["answer"])
         runs.append({**r, "answer_right": right, "success": right and r["tools_used"]})
     measured = {(r["row"], r["split"]): r.get("measured", result["measured"]) for r in result["rows"]}
     rows = rows_of(runs, list(ROWS), list(SPLITS))

@@ -168,6 +168,18 @@ def test_the_judge_reads_numbers_whole_and_wants_honesty_for_an_unknown_city():
     assert not judge_answer(honest, "It is 25°C in Hanoi.")
 
 
+def test_the_judge_takes_a_known_fact_in_words_and_a_greeting_in_any_words():
+    """A question without a tool asks what the model knows: "three" answers "3" (a tool's figure
+    must still be quoted as the tool gave it), and "Hi!" returns "Hey there!" as well as "Hello!"."""
+    assert judge_answer({"must_contain": ["3"], "no_tool": True}, "A triangle has three sides.")
+    assert judge_answer({"must_contain": ["24"], "no_tool": True}, "A day has twenty-four hours.")
+    assert not judge_answer({"must_contain": ["3"]}, "The difference is three degrees.")
+    assert not judge_answer({"must_contain": ["1"], "no_tool": True}, "Someone knows.")
+    assert judge_answer({"must_contain": ["hello"], "no_tool": True}, "Hi! How can I help you?")
+    assert judge_answer({"must_contain": ["hello"], "no_tool": True}, "Good evening! How can I help?")
+    assert not judge_answer({"must_contain": ["hello"], "no_tool": True}, "This is the weather tool.")
+
+
 def test_the_judge_of_a_comparison_wants_the_right_city_named_warmer_not_only_mentioned():
     """'Berlin is warmer: 12°C … against 21°C in Rome' holds every number and both names, and is wrong."""
     from agent.tuning.trajectories import judge_answer

@@ -214,11 +214,23 @@ def encode_run(record: dict, tokenizer) -> tuple[list[int], list[int]]:
               for t, (a, _) in zip(ids, enc["offset_mapping"], strict=True)]
     return ids, labels
 
-def _holds(text: str, s: str) -> bool:
-    """`s` in `text`, case-blind; a number only as a whole number ("1" is not in "14°C")."""
+def _holds(text: str, s: str, in_words: bool = False) -> bool:
+    """`s` in `text`, case-blind; a number only as a whole number ("1" is not in "14°C"), and with
+    ``in_words`` also as its word ("3": "three"; a fact the model knows, not a tool's figure it
+    must quote); "hello" also as any other greeting ("Hi! How can I help you?")."""
     if re.fullmatch(r"-?\d+(?:\.\d+)?", s):
+        if in_words and s in _NUMBER_WORDS and re.search(rf"\b{_NUMBER_WORDS[s]}\b", text):
+            return True
         return re.search(rf"(?<![\d.]){re.escape(s)}(?!\d|\.\d)", text) is not None
+    if s.casefold() == "hello":
+        return re.search(_GREETING, text) is not None
     return s.casefold() in text
+
+
+_NUMBER_WORDS = {str(n): w for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())} | {"24": "twenty[- ]four", "60": "sixty"}  # the facts' numbers
+_GREETING = r"\b(?:hello|hi|hey|greetings|good (?:morning|afternoon|evening|day))\b"
 
 
 _SAME_AS = {"warmer": ("warmer", "hotter", "less cold"), "colder": ("colder", "cooler", "chillier", "less warm")}
@@ -242,7 +254,7 @@ def judge_answer(expected: dict, answer: str | None) -> bool:
     an unknown entity's answer must also say honestly that it is not known, and a comparison's
     answer must name the right city as warmer or colder (`lead`)."""
     text = (answer or "").casefold()
-    if not all(_holds(text, s) for s in expected.get("must_contain", ())):
+    if not all(_holds(text, s, in_words=expected.get("no_tool", False)) for s in expected.get("must_contain", ())):
         return False
     if any(_holds(text, s) for s in expected.get("must_not_contain", ())):
         return False
