@@ -235,6 +235,42 @@ def trained_adapter(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.model
+def test_training_resumes_from_a_trained_adapter_and_counts_only_whole_epochs(trained_adapter, tmp_path):
+    """--resume starts from the adapter's weights and records every epoch it has had; the curve
+    and the record go on from the earlier run's (`make tune` trains two epochs; the shipped
+    adapters got their second this way)."""
+    import subprocess
+
+    import torch
+    from safetensors.torch import load_file
+
+    first = json.loads((trained_adapter / "trajectory-tuned" / "training.json").read_text())
+    assert first["epochs"] == 1  # 2 steps of batches of 2 on 4 runs: the first epoch whole, no more
+    run = subprocess.run([sys.executable, "scripts/tune.py", "--adapter", "with-thoughts", "--resume",
+                          str(trained_adapter), "--max-steps", "1", "--limit-runs", "4", "--batch", "2",
+                          "--bf16", "off", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "epochs 2–2 to go" in run.stdout
+    record = json.loads((tmp_path / "trajectory-tuned" / "training.json").read_text())
+    assert record["epochs"] == 1 and record["steps"] == 1  # the second epoch was cut after its first step
+    assert record["losses"][:2] == first["losses"] and len(record["losses"]) == 3
+    assert record["earlier"][0]["steps"] == 2 and record["epoch_lr"] == [6e-4, 3e-4]
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import tune
+    from peft import get_peft_model_state_dict
+
+    from agent.llm.model import load_model
+
+    model = tune.peft_model(load_model(log=lambda *_: None, adapters=False))  # a fresh LoRA, as the script makes
+    tune.resume(model, trained_adapter / "trajectory-tuned")
+    saved = load_file(str(trained_adapter / "trajectory-tuned" / "adapter_model.safetensors"))
+    state = get_peft_model_state_dict(model)
+    assert state.keys() == saved.keys()
+    assert all(torch.equal(state[k].to(saved[k].dtype), saved[k]) for k in saved)  # the trained weights, exactly
+
+
 def test_the_training_process_keeps_freed_memory_for_the_next_step():
     """`make tune` sets glibc's malloc options in its own process (a fresh interpreter here, so the
     test session's malloc is left alone): each option must be taken, or steps fault their memory anew."""
