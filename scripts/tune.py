@@ -346,7 +346,9 @@ def save(model, folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.iterdir() if f.name.startswith("adapter_"))
 
 
-def plot_loss(losses: list[float], title: str, path: Path, batch: int = BATCH) -> None:
+def plot_loss(losses: list[float], title: str, path: Path, batch: int = BATCH, epoch_steps: int | None = None) -> None:
+    """The loss per batch and its running mean, on a log scale; a dashed line where each epoch after
+    the first starts (every `epoch_steps` steps)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -357,6 +359,9 @@ def plot_loss(losses: list[float], title: str, path: Path, batch: int = BATCH) -
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
     ax.plot(range(1, len(losses) + 1), losses, color="#bbb", lw=0.8, label="loss per batch")
     ax.plot(range(1, len(losses) + 1), smooth, color="#c0392b", lw=1.8, label=f"mean of {k}")
+    for epoch, start in enumerate(range(epoch_steps or len(losses), len(losses), epoch_steps or 1), start=2):
+        ax.axvline(start + 0.5, color="#555", lw=1, ls="--")
+        ax.text(start + 0.5, 0.97, f" epoch {epoch}", transform=ax.get_xaxis_transform(), va="top", fontsize=8)
     ax.set(xlabel=f"step (batch of {batch} runs)", ylabel="loss on assistant turns", title=title, yscale="log")
     ax.legend()
     fig.tight_layout()
@@ -408,7 +413,7 @@ def tune_one(adapter: str, args) -> dict:
         record["losses"] = earlier["losses"] + record["losses"]
         record["earlier"] = [*earlier.get("earlier", []),
                              {k: v for k, v in earlier.items() if k not in ("losses", "seconds_per_step", "earlier")}]
-    plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png", args.batch)
+    plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png", args.batch, len(plan[0][1]))
     record.update(weights=weights, runs=len(exs), epochs=epochs_done(first, plan, record["steps"]), batch=args.batch,
                   shared_prefix=len(prefix),
                   warmup_steps=WARMUP_STEPS, sequence_tokens=n_tokens, loss_tokens=trained,
