@@ -359,7 +359,8 @@ def plot_loss(losses: list[float], title: str, path: Path, batch: int = BATCH, e
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=120)
     ax.plot(range(1, len(losses) + 1), losses, color="#bbb", lw=0.8, label="loss per batch")
     ax.plot(range(1, len(losses) + 1), smooth, color="#c0392b", lw=1.8, label=f"mean of {k}")
-    for epoch, start in enumerate(range(epoch_steps or len(losses), len(losses), epoch_steps or 1), start=2):
+    starts = range(epoch_steps, len(losses), epoch_steps) if epoch_steps else ()
+    for epoch, start in enumerate(starts, start=2):
         ax.axvline(start + 0.5, color="#555", lw=1, ls="--")
         ax.text(start + 0.5, 0.97, f" epoch {epoch}", transform=ax.get_xaxis_transform(), va="top", fontsize=8)
     ax.set(xlabel=f"step (batch of {batch} runs)", ylabel="loss on assistant turns", title=title, yscale="log")
@@ -415,11 +416,9 @@ def tune_one(adapter: str, args) -> dict:
                              {k: v for k, v in earlier.items() if k not in ("losses", "seconds_per_step", "earlier")}]
     plot_loss(record["losses"], f"LoRA, {weights}", folder / "loss.png", args.batch, len(plan[0][1]))
     record.update(weights=weights, runs=len(exs), epochs=epochs_done(first, plan, record["steps"]), batch=args.batch,
-                  shared_prefix=len(prefix),
-                  warmup_steps=WARMUP_STEPS, sequence_tokens=n_tokens, loss_tokens=trained,
+                  shared_prefix=len(prefix), warmup_steps=WARMUP_STEPS, sequence_tokens=n_tokens, loss_tokens=trained,
                   adapter_bytes=size, bf16=bf16, bf16_timing=timing, lora=LORA, epoch_lr=EPOCH_LR[:args.epochs],
-                  seed=SEED,
-                  attention=ATTENTION,
+                  seed=SEED, attention=ATTENTION,
                   data=str(Path(data)), load_before=[round(x, 2) for x in load_before],
                   load_after=[round(x, 2) for x in os.getloadavg()], torch_threads=torch.get_num_threads(),
                   malloc=args.malloc, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
