@@ -3,13 +3,15 @@
 
     .venv/bin/python bench/bench_training_step.py            # about 3 minutes on 2 cores
 
-Loads the base model and the runs exactly as `scripts/tune.py` does (float32, eager attention, LoRA
-r = 16 on every linear layer, batches of tune.BATCH runs over their shared prefix), then:
+Loads the base model and the runs exactly as `scripts/tune.py` does (float32, eager attention unless
+--attention sdpa, LoRA r = 16 on every linear layer, batches of tune.BATCH runs over their shared
+prefix), then:
   1. times --steps steps of the first epoch's plan (after --warmup untimed ones), each a forward,
      backward and AdamW update; every step must give a finite loss and move the LoRA weights,
      or the benchmark stops (a step that did no work would time nothing);
   2. profiles two more steps (torch.profiler) and splits their CPU time into the matrix products
-     (aten::mm/addmm: the linear layers; aten::bmm: attention) and everything else;
+     (aten::mm/addmm: the linear layers; aten::bmm: eager attention), sdpa's attention kernels
+     (--attention sdpa) and everything else;
   3. times single matrix products on the linear layers' shapes at a step's row count, and one
      4096 × 4096 × 4096 product: what the BLAS reaches on this CPU at best;
   4. prints what an epoch of the shipped runs takes at the measured rate, and what share of its
@@ -62,6 +64,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=10, help="timed steps")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     p.add_argument("--adapter", choices=tuple(tune.ADAPTERS), default="with-thoughts")
+    p.add_argument("--attention", choices=("eager", "sdpa"), default=tune.ATTENTION,
+                   help=f"the attention kernel while training (scripts/tune.py: {tune.ATTENTION})")
     args = p.parse_args()
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -76,7 +80,7 @@ def main() -> None:
     exs = tune.examples(Path(DATA_DIR), data, lm.tokenizer, None, tune.MAX_TOKENS)
     prefix = tune.shared_prefix(exs)
     model = tune.peft_model(lm)
-    lm.model.config._attn_implementation = tune.ATTENTION
+    lm.model.config._attn_implementation = args.attention
     lora = [q for q in model.parameters() if q.requires_grad]
     optimizer = torch.optim.AdamW(lora, lr=1e-5)
     plan = tune.epoch_plan(exs, 0, tune.BATCH)
@@ -111,13 +115,13 @@ def main() -> None:
             step(batch)
     shares: dict[str, float] = {}
     for event in prof.key_averages():
-        shares[PRODUCTS.get(event.key, "everything else")] = (
-            shares.get(PRODUCTS.get(event.key, "everything else"), 0.0) + event.self_cpu_time_total)
+        kind = PRODUCTS.get(event.key, "attention (sdpa's kernels)" if "attention" in event.key else "everything else")
+        shares[kind] = shares.get(kind, 0.0) + event.self_cpu_time_total
     total = sum(shares.values())
 
     rows = sum(processed(b) for b in timed) // len(timed)
     hidden, inner = lm.model.config.hidden_size, lm.model.config.intermediate_size
-    print_table(f"{weights}: a step, and its CPU by operation", ["figure", "value"], [
+    print_table(f"{weights}, {args.attention} attention: a step, and its CPU by operation", ["figure", "value"], [
         ["runs · shared prefix · batch", f"{len(exs)} · {len(prefix)} tokens · {tune.BATCH} runs"],
         [f"{args.steps} steps (after {args.warmup} untimed)",
          f"{seconds:.1f} s · {seconds / args.steps:.2f} s a step · {rate:.0f} sequence tokens/s"],
