@@ -83,18 +83,20 @@ def main() -> None:
     lm.model.config._attn_implementation = args.attention
     lora = [q for q in model.parameters() if q.requires_grad]
     optimizer = torch.optim.AdamW(lora, lr=1e-5)
+    # a B matrix starts at zero, where weight decay alone cannot move it: only a gradient does
+    watched = next(q for name, q in model.named_parameters() if q.requires_grad and "lora_B" in name)
     plan = tune.epoch_plan(exs, 0, tune.BATCH)
     if len(plan) < args.warmup + args.steps + 2:
         raise SystemExit(f"the plan has {len(plan)} batches, fewer than the steps asked for")
 
     def step(batch) -> None:
-        before = lora[0].detach().clone()
+        before = watched.detach().clone()
         loss = tune.batch_loss(model, prefix, batch, False)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if not math.isfinite(loss) or torch.equal(before, lora[0].detach()):
+        if not math.isfinite(loss) or torch.equal(before, watched.detach()):
             raise SystemExit(f"a step did no work (loss {loss}, LoRA weights unchanged: "
-                             f"{torch.equal(before, lora[0].detach())})")
+                             f"{torch.equal(before, watched.detach())})")
 
     def processed(batch) -> int:  # the prefix once, then each row's suffix padded to the widest
         return len(prefix) + len(batch) * (max(len(e.input_ids) for e in batch) - len(prefix))
