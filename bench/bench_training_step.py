@@ -121,18 +121,18 @@ def main() -> None:
         shares[kind] = shares.get(kind, 0.0) + event.self_cpu_time_total
     total = sum(shares.values())
 
-    rows = sum(processed(b) for b in timed) // len(timed)
+    positions = sum(processed(b) for b in timed) // len(timed)
     hidden, inner = lm.model.config.hidden_size, lm.model.config.intermediate_size
     print_table(f"{weights}, {args.attention} attention: a step, and its CPU by operation", ["figure", "value"], [
         ["runs · shared prefix · batch", f"{len(exs)} · {len(prefix)} tokens · {tune.BATCH} runs"],
         [f"{args.steps} steps (after {args.warmup} untimed)",
          f"{seconds:.1f} s · {seconds / args.steps:.2f} s a step · {rate:.0f} sequence tokens/s"],
-        ["positions a step computes (the prefix once + padded suffixes)", f"{rows:,} (of "
+        ["positions a step computes (the prefix once + padded suffixes)", f"{positions:,} (of "
          f"{sequence_tokens // len(timed):,} sequence tokens)"],
         *[[f"share of a profiled step's CPU: {k}", f"{100 * v / total:.0f} %"] for k, v in sorted(shares.items())],
         *[[f"one product {m} × {k} × {n} (float32, {torch.get_num_threads()} threads)",
            f"{gemm_rate(m, k, n):.0f} GFLOP/s"]
-          for m, k, n in ((rows, hidden, inner), (rows, inner, hidden), (rows, hidden, hidden))],
+          for m, k, n in ((positions, hidden, inner), (positions, inner, hidden), (positions, hidden, hidden))],
         ["one product 4096 × 4096 × 4096: the BLAS's best here", f"{gemm_rate(4096, 4096, 4096):.0f} GFLOP/s"],
     ])
     epoch_tokens = sum(len(e.input_ids) for e in exs)
