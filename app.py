@@ -254,8 +254,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.add_argument(flag, default=os.environ.get(variable) or default, help=text, type=int)
         else:
             parser.add_argument(flag, default=os.environ.get(variable, default), help=text)
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                        help="weights in float32 (exact) or bfloat16 (faster decode, tiny drift; default float32)")
+    parser.add_argument("--dtype", choices=("float16", "float32", "bfloat16"),
+                        default=os.environ.get("REACT_LAB_DTYPE", "float16"),
+                        help="the weights: float16 with float32 arithmetic (the bundled Q4_1 values to 2^-11, "
+                        "about twice as fast for a class's passes), float32 (the values as dequantized) or "
+                        "bfloat16 (bfloat16 arithmetic, more drift) (default: $REACT_LAB_DTYPE, else float16)")
     parser.add_argument(
         "--allow-any-remote",
         action="store_true",

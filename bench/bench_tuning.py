@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
               "machine": machine_line(), "settings": {"mode": "react", "fmt": "native", "temperature": 0.0,
                                                       "constrained": False, "max_steps": MAX_STEPS,
                                                       "max_new_tokens": REPLY_TOKENS, "limit": args.limit,
-                                                      "parallel": args.parallel},
+                                                      "parallel": args.parallel, "dtype": lm.dtype},
               "rows": rows, "song_et_al": SONG_ET_AL,
               "top5": {w: top5(lm, w) for w in weights}, "runs": runs}
     if args.merge and Path(args.out).exists():

@@ -379,7 +379,7 @@ def tune_one(adapter: str, args) -> dict:
     weights, data = ADAPTERS[adapter]
     folder = Path(args.out) / FOLDERS[weights]
     load_before = os.getloadavg()
-    lm = load_model(log=lambda *_: None, adapters=False)  # LoRA goes onto the plain base weights
+    lm = load_model(dtype="float32", log=lambda *_: None, adapters=False)  # LoRA (peft) goes onto torch Linears
     exs = examples(Path(args.data), data, lm.tokenizer, args.limit_runs, args.max_tokens)
     n_tokens = sum(len(e.input_ids) for e in exs)
     trained = sum(1 for e in exs for x in e.labels if x != -100)

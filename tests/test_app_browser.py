@@ -20,7 +20,8 @@ def test_page_shows_the_model_header_and_both_tabs(page):
     header = page.locator("#model-header")
     header.wait_for()
     text = header.inner_text()
-    for fact in ("SmolLM2-135M-Instruct", "bundled GGUF Q4_1", "49,152", "8,192", "float32", "cpu"):
+    for fact in ("SmolLM2-135M-Instruct", "bundled GGUF Q4_1", "49,152", "8,192",
+                 "float16 weights, float32 arithmetic", "cpu"):
         assert fact in text
     assert page.get_by_role("tab", name="Sampling").is_visible()
     assert page.get_by_role("tab", name="ReAct loop").is_visible()

@@ -50,7 +50,7 @@ def test_prefix_cache_equals_full_forward_including_a_branch(lm):
         worst = max(worst, float(np.abs(lm.next_token_logits(ids) - lm.full_forward_logits(ids)).max()))
     back = prompt + continuation[:3]  # Back: a strict prefix of what is cached
     worst = max(worst, float(np.abs(lm.next_token_logits(back) - lm.full_forward_logits(back)).max()))
-    assert worst < 1e-4
+    assert worst < 2e-4  # float32 sums in another order (fbgemm blocks by rows), on logits of ~20
 
 
 def test_prefix_cache_is_safe_from_several_threads_and_sessions(lm):
@@ -182,7 +182,7 @@ def test_header_names_what_is_loaded(lm):
     assert h["model"] == "SmolLM2-135M-Instruct"
     assert "bundled GGUF Q4_1" in h["source"] and "dequantized" in h["source"]
     assert h["vocabulary"] == "49,152" and h["context window"] == "8,192"
-    assert h["dtype"] == "float32" and h["device"] == "cpu" and h["parameters"] == "135 M"
+    assert h["dtype"] == "float16 weights, float32 arithmetic" and h["device"] == "cpu" and h["parameters"] == "135 M"
 
 
 def test_resolution_order_prefers_argument_then_env_then_bundled(monkeypatch, tmp_path):

