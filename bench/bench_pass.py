@@ -50,7 +50,7 @@ def main() -> None:
     p.add_argument("--context", type=int, default=600, help="tokens of each long row")
     p.add_argument("--threads", type=int, nargs="+", default=[None],
                    help="intra-op threads of every pass (default: the app's rule)")
-    p.add_argument("--dtype", default="float32", help="the model's --dtype (agent.llm.model.DTYPES)")
+    p.add_argument("--dtype", default="float16", help="the model's --dtype (agent.llm.model.DTYPES; the app's default)")
     args = p.parse_args()
     header("One batched pass, for a class's row mixes (bench/bench_pass.py)")
     lm = load_model(dtype=args.dtype, log=lambda _: None)
