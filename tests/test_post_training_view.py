@@ -205,3 +205,11 @@ def test_our_ablation_is_said_per_split_with_the_caveat_that_the_gap_moves_with_
         assert f"{split}: " in said
     assert "→" in said and pt.esc(pt.GAP_MOVES_WITH_THE_DATA) in said
     assert pt.thought_effect([r for r in rows if r["row"] != "tuned-no-thoughts"]) == ""
+
+
+def test_the_measured_line_names_the_weights_dtype_when_the_benchmark_recorded_it():
+    """bench_tuning records the model's --dtype; the view says what the table was measured on."""
+    c = sample_comparison()
+    assert "float16" not in pt.comparison_html(c)  # an older file: nothing is claimed
+    c["settings"]["dtype"] = "float16"
+    assert "MAX_STEPS = 5, float16 weights, float32 arithmetic)" in pt.comparison_html(c)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.llm.model import DTYPE_LABELS
 from agent.llm.weights import ADAPTERS_DIR, FOLDERS
 from agent.tuning.sets import SPLITS
 from agent.tuning.trajectories import DATA_DIR, MASKED, encode_run, read_jsonl
@@ -110,7 +111,8 @@ def _measured_line(comparison: dict) -> str:
     s = comparison.get("settings", {})
     how = (f"T = {s.get('temperature', '?')}, {s.get('fmt', '?')} tool calls, "
            f"{'constrained' if s.get('constrained') else 'no constrained decoding'}, "
-           f"MAX_STEPS = {s.get('max_steps', '?')}")
+           f"MAX_STEPS = {s.get('max_steps', '?')}"
+           + (f", {DTYPE_LABELS.get(s['dtype'], s['dtype'])}" if s.get("dtype") else ""))
     subset = f"; a subset: --limit {s['limit']} questions per split" if s.get("limit") else ""
     dates = sorted({r["measured"][:10] for r in comparison.get("rows", ()) if r.get("measured")})
     when = (f"in runs from {dates[0]} to {dates[-1]}, the newest on " if len(dates) > 1 else "on ")
