@@ -245,6 +245,8 @@ ENV_FLAGS = (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from agent.llm.model import DTYPES
+
     parser = argparse.ArgumentParser(
         prog="app.py",
         description="ReAct Lab: next-token sampling and the ReAct agent loop, on a real model.",
@@ -254,7 +256,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.add_argument(flag, default=os.environ.get(variable) or default, help=text, type=int)
         else:
             parser.add_argument(flag, default=os.environ.get(variable, default), help=text)
-    parser.add_argument("--dtype", choices=("float16", "float32", "bfloat16"),
+    parser.add_argument("--dtype", choices=DTYPES,
                         default=os.environ.get("REACT_LAB_DTYPE", "float16"),
                         help="the weights: float16 with float32 arithmetic (the bundled Q4_1 values to 2^-11, "
                         "about twice as fast for a class's passes), float32 (the values as dequantized) or "

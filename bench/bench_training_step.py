@@ -70,12 +70,10 @@ def main() -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from agent.llm.model import load_model
-
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     malloc = "mimalloc" if tune.mimalloc_loaded() else ("glibc, kept" if tune.keep_freed_memory() else "default")
     header(f"A training step of scripts/tune.py (bench/bench_training_step.py; malloc: {malloc})")
-    lm = load_model(log=lambda *_: None, adapters=False)
+    lm = tune.base_model()
     weights, data = tune.ADAPTERS[args.adapter]
     exs = tune.examples(Path(DATA_DIR), data, lm.tokenizer, None, tune.MAX_TOKENS)
     prefix = tune.shared_prefix(exs)

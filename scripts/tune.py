@@ -97,6 +97,14 @@ def examples(data: Path, name: str, tokenizer, limit_runs: int | None, max_token
     return [encode(rows[i], tokenizer) for i in order[:keep]]
 
 
+def base_model():
+    """The bundled model as training takes it: float32 torch Linears (peft adapts those, not the
+    float16 ones of the app's default --dtype, agent/llm/half.py), without the shipped adapters."""
+    from agent.llm.model import load_model
+
+    return load_model(dtype="float32", log=lambda *_: None, adapters=False)
+
+
 def peft_model(lm):
     import torch
     from peft import LoraConfig, get_peft_model
@@ -374,12 +382,10 @@ def tune_one(adapter: str, args) -> dict:
     """Load the base model fresh, train one adapter, save it with its loss curve and record."""
     import torch
 
-    from agent.llm.model import load_model
-
     weights, data = ADAPTERS[adapter]
     folder = Path(args.out) / FOLDERS[weights]
     load_before = os.getloadavg()
-    lm = load_model(dtype="float32", log=lambda *_: None, adapters=False)  # LoRA (peft) goes onto torch Linears
+    lm = base_model()
     exs = examples(Path(args.data), data, lm.tokenizer, args.limit_runs, args.max_tokens)
     n_tokens = sum(len(e.input_ids) for e in exs)
     trained = sum(1 for e in exs for x in e.labels if x != -100)

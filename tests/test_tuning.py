@@ -261,9 +261,7 @@ def test_training_resumes_from_a_trained_adapter_and_counts_only_whole_epochs(tr
     import tune
     from peft import get_peft_model_state_dict
 
-    from agent.llm.model import load_model
-
-    model = tune.peft_model(load_model(dtype="float32", log=lambda *_: None, adapters=False))  # as the script makes
+    model = tune.peft_model(tune.base_model())  # a fresh LoRA, as the script makes
     tune.resume(model, trained_adapter / "trajectory-tuned")
     saved = load_file(str(trained_adapter / "trajectory-tuned" / "adapter_model.safetensors"))
     state = get_peft_model_state_dict(model)
@@ -373,9 +371,7 @@ def test_a_batch_over_the_shared_prefix_has_the_loss_and_gradients_of_its_runs_r
     sys.path.insert(0, str(ROOT / "scripts"))
     import tune
 
-    from agent.llm.model import load_model
-
-    fresh = load_model(dtype="float32", log=lambda *_: None, adapters=False)  # peft goes in place (torch Linears)
+    fresh = tune.base_model()  # peft goes in place: not the session's model
     exs = [tune.encode(r, fresh.tokenizer) for r in TRAIN[:3]]
     assert len({len(e.input_ids) for e in exs}) > 1
     prefix = tune.shared_prefix(exs)
