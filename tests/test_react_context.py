@@ -168,3 +168,27 @@ def test_every_tour_stop_starts_its_sentences_with_a_capital():
     for stop in (*tour.SAMPLING_TOUR, *tour.REACT_TOUR):
         for text in (stop.lecture, stop.action):
             assert not text[:1].islower(), (stop.title, text[:40])
+
+
+def test_choosing_free_text_on_a_scripted_replay_moves_the_backend_to_the_local_model(tab, lm):
+    """A student picks "Free text…", types a question and presses Next: the page must not answer
+    "Scripted replay replays a recorded run" (a replay cannot answer a typed task). The Backend
+    control moves to the Local model, and Next with the controls as the page now shows them runs
+    the typed task on it."""
+    p, first = tab
+    c = replace(react_run.default_choices(lm), task=react_run.FREE_TEXT, backend=react_run.SCRIPTED)
+    out = h.on_task(p, lm, first, False, *values(c))
+    assert out[p.backend] == react_run.LOCAL and "Local model" in out[p.msg]
+    c = replace(c, backend=out[p.backend], task_text="What is 17 * 23?")
+    shown = merged_outputs(h.on_next(p, lm, first, False, out[p.pending], *values(c)))
+    s = shown[p.sess]
+    assert s.backend.kind == react_run.LOCAL and "What is 17 * 23?" in s.state.user_input
+    kept = h.on_task(p, lm, first, False, *values(replace(c, backend=react_run.LOCAL)))
+    assert p.backend not in kept  # a backend the student chose stays as it is
+
+
+def merged_outputs(updates) -> dict:
+    shown: dict = {}
+    for update in updates:
+        shown.update(update)
+    return shown

@@ -279,7 +279,7 @@ def _wire_controls(p: Parts, lm) -> None:
                       api_name="on_reset", **quiet)
     p.fork_btn.click(partial(h.on_fork, p, lm), inputs, p.stepped, api_name="on_fork", **quiet)
     p.task.input(partial(h.on_task, p, lm), inputs, [p.task_text, p.mode, p.fmt, *p.stepped,
-                                                     *ctx.recorded_outputs(p), p.tools_from, p.defence],
+                                                     *ctx.recorded_outputs(p), p.tools_from, p.defence, p.backend],
                  api_name="on_task", **quiet)
     p.backend.input(partial(h.on_backend, p), [p.backend, p.server, p.url], [p.server_row, p.model_name, p.msg],
                     api_name=False, **quiet)
