@@ -210,6 +210,19 @@ def test_a_corrupt_cache_is_detected_and_never_loaded(lm, tmp_path):
     assert model_mod.cache_is_valid(real)
 
 
+def test_the_cache_loads_as_a_plain_model_without_the_gguf_quantizer_or_its_warning(lm, caplog):
+    """The cache holds dequantized weights; its config.json still names the GGUF file it came from.
+    Loaded as it is, transformers went through its GGUF quantizer and warned at every start that
+    "every matmul will cast its input and its output" — never true of these weights."""
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    model, _, from_cache = model_mod._load_weights(model_mod.resolve_source(None), lambda *_: None, "float16")
+    assert from_cache and getattr(model, "hf_quantizer", None) is None
+    assert not hasattr(model.config, "quantization_config")
+    assert "will cast" not in caplog.text and "GGUF" not in caplog.text
+
+
 def test_corrupt_cache_is_rebuilt(tmp_path, monkeypatch):
     """Truncate the weights in a copied cache: the loader rebuilds it from the GGUF, then loads."""
     import shutil

@@ -218,7 +218,8 @@ def _load_weights(source: ModelSource, log, dtype: str = "float32") -> tuple[obj
     folder = _gguf_cache_dir(gguf)
     if cache_is_valid(folder):
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype="float16" if dtype == "float16" else "float32",
+        model = AutoModelForCausalLM.from_pretrained(folder, config=_dequantized_config(folder),
+                                                     dtype="float16" if dtype == "float16" else "float32",
                                                      local_files_only=True)
         return model, tok, True
     if folder.exists():
@@ -232,6 +233,21 @@ def _load_weights(source: ModelSource, log, dtype: str = "float32") -> tuple[obj
     except OSError as exc:  # a read-only home still gets a working app, just a slower next start
         log(f"Could not write the model cache ({exc}); the next start dequantizes again.")
     return model, tok, False
+
+
+def _dequantized_config(folder: Path):
+    """The cache's config without the GGUF quantization entry that the first load wrote into it.
+
+    The cache holds dequantized weights, but its config.json still says "gguf" (save_pretrained of
+    a model read from the GGUF file), so transformers would load it through its GGUF quantizer: the
+    weights come out the same, plain, while the log warns at every start that "every matmul will
+    cast its input and its output" (true of packed GGUF weights, never of these)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    return config
 
 
 # --- display strings: what a token looks like in a chart -------------------------------------
