@@ -66,6 +66,9 @@ def main() -> None:
     p.add_argument("--adapter", choices=tuple(tune.ADAPTERS), default="with-thoughts")
     p.add_argument("--attention", choices=("eager", "sdpa"), default=tune.ATTENTION,
                    help=f"the attention kernel while training (scripts/tune.py: {tune.ATTENTION})")
+    p.add_argument("--prefix-grad", choices=("on", "off"), default="on",
+                   help="off: the shared prefix runs without autograd (the same loss, no gradient through its "
+                        "keys and values; scripts/tune.py trains with it on)")
     args = p.parse_args()
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -89,7 +92,7 @@ def main() -> None:
 
     def step(batch) -> None:
         before = watched.detach().clone()
-        loss = tune.batch_loss(model, prefix, batch, False)
+        loss = tune.batch_loss(model, prefix, batch, False, prefix_grad=args.prefix_grad == "on")
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if not math.isfinite(loss) or torch.equal(before, watched.detach()):
@@ -121,7 +124,8 @@ def main() -> None:
 
     positions = sum(processed(b) for b in timed) // len(timed)
     hidden, inner = lm.model.config.hidden_size, lm.model.config.intermediate_size
-    print_table(f"{weights}, {args.attention} attention: a step, and its CPU by operation", ["figure", "value"], [
+    print_table(f"{weights}, {args.attention} attention, the prefix's gradient {args.prefix_grad}: a step, and its CPU "
+                f"by operation", ["figure", "value"], [
         ["runs · shared prefix · batch", f"{len(exs)} · {len(prefix)} tokens · {tune.BATCH} runs"],
         [f"{args.steps} steps (after {args.warmup} untimed)",
          f"{seconds:.1f} s · {seconds / args.steps:.2f} s a step · {rate:.0f} sequence tokens/s"],

@@ -126,12 +126,15 @@ def shared_prefix(exs: list[Example]) -> tuple[int, ...]:
     return exs[0].input_ids[:n]
 
 
-def batch_loss(model, prefix: tuple[int, ...], batch: list[Example], bf16: bool, backward: bool = True) -> float:
+def batch_loss(model, prefix: tuple[int, ...], batch: list[Example], bf16: bool, backward: bool = True,
+               prefix_grad: bool = True) -> float:
     """Forward (+ backward) of a batch of runs over their shared prefix; the mean loss per trained token.
 
     The prefix runs once; its keys and values are repeated over the rows (autograd follows the
     repeat, so the prefix's weights get every row's gradient); each row's suffix is right-padded and
-    masked, its padding carries no loss."""
+    masked, its padding carries no loss. prefix_grad=False runs the prefix without autograd: the
+    same loss, but no gradient through the prefix's keys and values (bench/bench_training_step.py
+    --prefix-grad off times it; `make tune` does not use it: docs/BENCHMARKS.md, 2026-12-07 21:26)."""
     import torch
 
     causal_lm = model.get_base_model()
@@ -151,7 +154,8 @@ def batch_loss(model, prefix: tuple[int, ...], batch: list[Example], bf16: bool,
     targets = labels[:, 1:]
     keep = targets != MASKED  # the vocabulary head runs only where the loss is taken
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        cache = causal_lm.model(input_ids=torch.tensor([prefix]), use_cache=True).cache
+        with torch.set_grad_enabled(prefix_grad):
+            cache = causal_lm.model(input_ids=torch.tensor([prefix]), use_cache=True).cache
         cache.batch_repeat_interleave(rows)
         hidden = causal_lm.model(input_ids=ids, attention_mask=mask, cache=cache,
                                  use_cache=True).last_hidden_state[:, :-1]

@@ -394,6 +394,10 @@ def test_a_batch_over_the_shared_prefix_has_the_loss_and_gradients_of_its_runs_r
     assert abs(batched - float(whole)) < 1e-4
     assert all(torch.allclose(g, p.grad, rtol=1e-3, atol=1e-6) for g, p in zip(grads, lora, strict=True))
     assert max(float(g.abs().max()) for g in grads) > 0
+    model.zero_grad(set_to_none=True)  # the prefix without autograd (bench_training_step --prefix-grad off):
+    cut = tune.batch_loss(model, prefix, exs, bf16=False, prefix_grad=False)  # the same loss, another gradient
+    assert abs(cut - batched) < 1e-5
+    assert not all(torch.allclose(g, p.grad, rtol=1e-3, atol=1e-6) for g, p in zip(grads, lora, strict=True))
 
 
 def test_the_judge_of_an_unknown_city_wants_the_call_to_name_the_place_asked():
