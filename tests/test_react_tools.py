@@ -146,8 +146,10 @@ def test_the_servers_prompt_fills_the_task_and_its_lists_are_shown(tab, lm):
     p, first = tab
     s = task(p, lm, first, BERLIN)[p.sess]
     try:
-        out = tt.on_prompt(p, s, "Rome")
+        out = tt.on_prompt(p, s, "Rome", react_run.SCRIPTED)
         assert out[p.task] == react_run.FREE_TEXT and "Rome" in out[p.task_text].value
+        assert out[p.backend] == react_run.LOCAL  # a scripted replay cannot run a typed task
+        assert p.backend not in tt.on_prompt(p, s, "Rome", react_run.LOCAL)
         lists = tt.on_lists(p, s)[p.mcp_lists]
         assert "encyclopedia://" in lists and "weather_report" in lists
     finally:

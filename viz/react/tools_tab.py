@@ -86,7 +86,7 @@ def wire(p, lm) -> None:
     p.approve_btn.click(partial(on_approve, p, lm), shown, p.stepped, api_name="on_approve", **quiet)
     p.deny_btn.click(partial(on_deny, p, lm), shown, p.stepped, api_name="on_deny", **quiet)
     p.resources_btn.click(partial(on_lists, p), p.sess, [p.mcp_lists, p.msg], api_name="on_mcp_lists")
-    p.prompt_btn.click(partial(on_prompt, p), [p.sess, p.mcp_city], [p.task, p.task_text, p.msg],
+    p.prompt_btn.click(partial(on_prompt, p), [p.sess, p.mcp_city, p.backend], [p.task, p.task_text, p.backend, p.msg],
                        api_name="on_mcp_prompt")
     p.compare_btn.click(partial(on_compare, p, lm), None, [p.compare_html, p.msg], api_name="on_compare")
 
@@ -145,8 +145,9 @@ def on_lists(p, s: Session) -> dict:
     return {p.mcp_lists: html, p.msg: message(f"{len(resources)} resources, {len(prompts)} prompts.")}
 
 
-def on_prompt(p, s: Session, city) -> dict:
-    """prompts/get weather_report(city) → the task box (Free text); Reset runs it."""
+def on_prompt(p, s: Session, city, backend=None) -> dict:
+    """prompts/get weather_report(city) → the task box (Free text); Reset runs it, on the Local model
+    if Backend showed a scripted replay (which replays recorded runs only)."""
     city = str(city or "").replace("\x00", "").strip()
     if not city or len(city) > MAX_CITY_CHARS:
         return {p.msg: message(f"Type a city of 1 to {MAX_CITY_CHARS} characters.", "error")}
@@ -155,8 +156,11 @@ def on_prompt(p, s: Session, city) -> dict:
     except McpFailure as e:
         return {p.msg: message(f"No prompt: {e}", "error")}
     text = text[:run.MAX_TASK_CHARS]
+    moved = backend == run.SCRIPTED
     return {p.task: FREE_TEXT, p.task_text: gr.Textbox(value=text, visible=True),
-            p.msg: message("The server's prompt filled “Your task”: choose a model backend, then Reset.")}
+            **({p.backend: run.LOCAL} if moved else {}),
+            p.msg: message("The server's prompt filled “Your task”" + (" and Backend is now the Local model"
+                                                                       if moved else "") + ": press Reset to run it.")}
 
 
 _compared: dict[int, str] = {}
