@@ -297,13 +297,16 @@ def test_html_in_a_tool_call_and_its_tool_result_is_shown_as_text_and_never_runs
 
 
 def test_a_held_out_question_runs_to_an_answer_through_a_tool_on_tuned_weights(page):
-    """Issues 24 and 23: Local model, Local weights = trajectory-tuned (the default), a typed question
-    with a city no training run showed, Run to end at once (no Reset): the typed question runs and
-    reaches a final answer after a get_weather call whose observation the answer repeats."""
+    """Issues 24 and 23: Local weights = trajectory-tuned (the default), "Free text…" (which moves
+    Backend to the Local model), a typed question with a city no training run showed, Run to end at
+    once (no Reset): the typed question runs and reaches a final answer after a get_weather call
+    whose observation the answer repeats."""
     open_tab(page)
     expect(page.get_by_role("combobox", name="Local weights")).to_have_value("trajectory-tuned")
-    choose(page, "Task", "Free text…")
-    choose(page, "Backend", "Local model")
+    expect(page.get_by_role("combobox", name="Backend")).to_have_value("Scripted replay")
+    choose(page, "Task", "Free text…")  # a scripted replay cannot run a typed task: Backend moves on its own
+    expect(page.get_by_role("combobox", name="Backend")).to_have_value("Local model")
+    expect(page.locator("#react-message")).to_contain_text("Backend is now the Local model")
     choose(page, "Mode", "ReAct")
     page.get_by_label("Your task").fill("How's the weather in Lisbon today?")
     expect(page.locator("#react-message")).to_contain_text("starts a new run")
