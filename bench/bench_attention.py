@@ -20,6 +20,7 @@ nothing). Figures only, never asserts.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -77,9 +78,11 @@ def main() -> None:
             t = time.perf_counter()
             total = sum(float(k.sum()) + float(v.sum()) for k, v in kv)
             times.append((time.perf_counter() - t) / CALLS)
+        if not math.isfinite(total):
+            raise SystemExit("the floor's sums are not finite: the keys and values were not read")
         gbs = 2 * n * 3 * 64 * 4 / median(times) / 1e9
         rows.append([n, f"the floor: read the float32 keys and values once ({gbs:.1f} GB/s)",
-                     f"{median(times) * 1e6:.0f} µs", "—" if total == total else "nan"])
+                     f"{median(times) * 1e6:.0f} µs", "—"])
     print_table("One row's attention in one layer, keys and values from memory (one thread, median of 5 rounds "
                 f"of {CALLS} calls)", ["past", "how", "per call", "max |difference| from float32 SDPA"], rows)
 

@@ -42,3 +42,11 @@ def message(out: dict) -> str:
 def values(c: react_run.Choices) -> list:
     """A ReAct tab's Choices as its listeners' input values, in order."""
     return [getattr(c, name) for name in react_run.Choices.__dataclass_fields__]
+
+
+def merged(updates) -> dict:
+    """What the page shows after a stepping event: every update applied in order."""
+    shown: dict = {}
+    for update in updates:
+        shown.update(update)
+    return shown

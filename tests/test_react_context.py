@@ -11,7 +11,7 @@ import pytest
 
 from agent.context.memory import Memory
 from agent.loop import LINE_COMPACT, StopReason
-from tests.page_api import values
+from tests.page_api import merged, values
 from viz.react import context as ctx
 from viz.react import handlers as h
 from viz.react import run as react_run
@@ -180,15 +180,8 @@ def test_choosing_free_text_on_a_scripted_replay_moves_the_backend_to_the_local_
     out = h.on_task(p, lm, first, False, *values(c))
     assert out[p.backend] == react_run.LOCAL and "Local model" in out[p.msg]
     c = replace(c, backend=out[p.backend], task_text="What is 17 * 23?")
-    shown = merged_outputs(h.on_next(p, lm, first, False, out[p.pending], *values(c)))
+    shown = merged(h.on_next(p, lm, first, False, out[p.pending], *values(c)))
     s = shown[p.sess]
     assert s.backend.kind == react_run.LOCAL and "What is 17 * 23?" in s.state.user_input
     kept = h.on_task(p, lm, first, False, *values(replace(c, backend=react_run.LOCAL)))
     assert p.backend not in kept  # a backend the student chose stays as it is
-
-
-def merged_outputs(updates) -> dict:
-    shown: dict = {}
-    for update in updates:
-        shown.update(update)
-    return shown

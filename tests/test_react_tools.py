@@ -9,7 +9,7 @@ import pytest
 from agent.loop import StopReason
 from agent.mcp import client as mcp_client
 from agent.messages import ToolResultMessage
-from tests.page_api import values
+from tests.page_api import merged, values
 from viz.react import handlers as h
 from viz.react import run as react_run
 from viz.react import tool_panels
@@ -23,14 +23,6 @@ BERLIN, PARIS_OFF, PARIS_ON = list(rt.MCP_TASKS)
 def task(p, lm, first, name, **kw):
     c = react_run.Choices(task=name, budget=lm.context_window, **kw)
     return h.on_task(p, lm, first, False, *values(c))
-
-
-def merged(updates) -> dict:
-    """What the page shows after a stepping event: every update applied in order."""
-    shown: dict = {}
-    for update in updates:
-        shown.update(update)
-    return shown
 
 
 def step(p, lm, s):

@@ -262,13 +262,12 @@ def on_task(p, lm, s: Session, show_tokens, *values) -> dict:
             kept = {**kept, p.tools_from: BUILT_IN, p.defence: False}
     free = {p.task_text: gr.Textbox(visible=c.task == FREE_TEXT), **(kept if recorded is not None else {})}
     if c.task == FREE_TEXT:
-        # A scripted replay can only replay a recorded run: a typed task goes to the Local model
-        # (the default weights, trajectory-tuned, are the ones that answer through the tools).
-        backend = {p.backend: run.LOCAL} if c.backend == SCRIPTED else {}
+        backend = run.backend_for_typed_task(c.backend)
+        moved = {p.backend: backend} if backend != c.backend else {}
         hint = ("Type your task, then press Next or Run to end"
                 + (" (Backend is now the Local model: a scripted replay only replays recorded runs)."
-                   if backend else "."))
-        return {**free, **backend, **views(p, lm, s, show_tokens, hint), p.pending: True}
+                   if moved else "."))
+        return {**free, **moved, **views(p, lm, s, show_tokens, hint), p.pending: True}
     return {**free, **task_controls(p, c.task), **on_reset(p, lm, s, show_tokens, *c.values())}
 
 

@@ -307,6 +307,12 @@ def run_for(task: str, loaded: RecordedRun | None) -> RecordedRun | None:
     return recorded_runs()[TASKS[task]] if TASKS.get(task) else None
 
 
+def backend_for_typed_task(backend: str) -> str:
+    """The backend a typed task (Free text) runs on: a scripted replay replays recorded runs only,
+    so the Local model; any other backend as chosen."""
+    return LOCAL if backend == SCRIPTED else backend
+
+
 def start(c: Controls, loaded: RecordedRun | None = None, key: str = "") -> Session:
     """A new run from the controls: the state before line 1. A scripted replay keeps the
     recorded run's mode and format (its replies were written for them). `key`: the tab's MCP

@@ -156,9 +156,10 @@ def on_prompt(p, s: Session, city, backend=None) -> dict:
     except McpFailure as e:
         return {p.msg: message(f"No prompt: {e}", "error")}
     text = text[:run.MAX_TASK_CHARS]
-    moved = backend == run.SCRIPTED
+    typed = run.backend_for_typed_task(backend)
+    moved = typed != backend
     return {p.task: FREE_TEXT, p.task_text: gr.Textbox(value=text, visible=True),
-            **({p.backend: run.LOCAL} if moved else {}),
+            **({p.backend: typed} if moved else {}),
             p.msg: message("The server's prompt filled “Your task”" + (" and Backend is now the Local model"
                                                                        if moved else "") + ": press Reset to run it.")}
 
